@@ -1,0 +1,83 @@
+#include "graph/shape.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/error.hpp"
+
+namespace weft {
+
+namespace {
+bool valid_identifier(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+}  // namespace
+
+int32_t SymbolTable::declare(const std::string& name, int64_t min, int64_t max) {
+  if (!valid_identifier(name))
+    invalid("symbol name '" + name + "' is not an identifier (letters, digits and '_', at most 64, not starting with a digit)");
+  if (find(name) >= 0) invalid("symbol '" + name + "' is already declared");
+  if (min < 1) invalid("symbol '" + name + "': min " + std::to_string(min) + " must be >= 1 (dims are never 0)");
+  if (max < min)
+    invalid("symbol '" + name + "': range [" + std::to_string(min) + ", " + std::to_string(max) + "] is empty; expected min <= max");
+  symbols_.push_back(Symbol{name, min, max});
+  return static_cast<int32_t>(symbols_.size() - 1);
+}
+
+int32_t SymbolTable::find(const std::string& name) const {
+  for (size_t i = 0; i < symbols_.size(); ++i)
+    if (symbols_[i].name == name) return static_cast<int32_t>(i);
+  return -1;
+}
+
+std::string SymbolTable::dim_str(const Dim& d) const {
+  return d.is_fixed() ? std::to_string(d.value) : at(d.symbol).name;
+}
+
+std::string SymbolTable::shape_str(const Shape& s) const {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += dim_str(s[i]);
+  }
+  return out + "]";
+}
+
+int64_t resolve_dim(const Dim& d, const SymbolValues& values) {
+  if (d.is_fixed()) return d.value;
+  const auto i = static_cast<size_t>(d.symbol);
+  if (i >= values.size() || values[i] == 0) fail(Status::internal, "symbol #" + std::to_string(d.symbol) + " has no value");
+  return values[i];
+}
+
+std::vector<int64_t> resolve_shape(const Shape& s, const SymbolValues& values) {
+  std::vector<int64_t> out;
+  out.reserve(s.size());
+  for (const Dim& d : s) out.push_back(resolve_dim(d, values));
+  return out;
+}
+
+bool same_element_count(const Shape& a, const Shape& b) {
+  auto summarize = [](const Shape& s) {
+    std::pair<int64_t, std::vector<int32_t>> r{1, {}};
+    for (const Dim& d : s) {
+      if (d.is_fixed())
+        r.first *= d.value;
+      else
+        r.second.push_back(d.symbol);
+    }
+    std::sort(r.second.begin(), r.second.end());
+    return r;
+  };
+  return summarize(a) == summarize(b);
+}
+
+int64_t element_count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace weft

@@ -1,0 +1,38 @@
+// The CPU reference interpreter: runs any graph with f32 arithmetic, rounding each result to its dtype.
+// It is the oracle every device result is checked against.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "reference/buffer.hpp"
+
+namespace weft {
+
+// A strided view of caller-owned host memory; strides in elements, empty for dense row-major.
+struct HostView {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
+};
+
+struct HostBinding {
+  TensorId tensor = kNoTensor;
+  HostView view;
+};
+
+// Symbol values implied by concrete shapes of bound tensors. Checks every rank, fixed dim, symbol range and
+// that a symbol has one value everywhere; messages name the tensor, the dim and the symbol.
+SymbolValues bind_symbols(const Graph& g, std::span<const std::pair<TensorId, std::vector<int64_t>>> shapes);
+
+// Evaluates every op in order. `values` is indexed by TensorId; INPUT/WEIGHT/STATE entries must hold the bound
+// values, the rest are filled in. STATE buffers are updated in place.
+void evaluate(const Graph& g, const SymbolValues& symbols, std::vector<Buffer>& values);
+
+// Binds host memory (every input, weight, state and output exactly once), evaluates, writes outputs and states
+// back to the caller's memory.
+void run_reference(const Graph& g, std::span<const HostBinding> bindings);
+
+}  // namespace weft
