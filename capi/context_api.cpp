@@ -33,6 +33,7 @@ const char* weft_status_string(weft_status status) {
     case WEFT_ERROR_DEADLOCK: return "WEFT_ERROR_DEADLOCK";
     case WEFT_ERROR_IO: return "WEFT_ERROR_IO";
     case WEFT_ERROR_INTERNAL: return "WEFT_ERROR_INTERNAL";
+    default: break;
   }
   return "WEFT_STATUS_UNKNOWN";
 }

@@ -40,6 +40,7 @@ const char* reduce_name(weft_reduce_kind k) {
     case WEFT_REDUCE_SUM: return "sum";
     case WEFT_REDUCE_MAX: return "max";
     case WEFT_REDUCE_MEAN: return "mean";
+    default: break;
   }
   return "invalid";
 }

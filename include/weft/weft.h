@@ -65,7 +65,8 @@ typedef enum weft_status {
   WEFT_ERROR_CACHE = 7,       /* the kernel cache could not be used (permissions, I/O) */
   WEFT_ERROR_DEADLOCK = 8,    /* the device watchdog stopped a task that waited too long */
   WEFT_ERROR_IO = 9,          /* a file could not be read or written */
-  WEFT_ERROR_INTERNAL = 10    /* a bug in weft: please report the message */
+  WEFT_ERROR_INTERNAL = 10,   /* a bug in weft: please report the message */
+  WEFT_STATUS_MAX_ENUM_ = 0x7fffffff /* not a status: makes every int32 value >= 0 representable */
 } weft_status;
 
 /* A static, human-readable name for a status ("WEFT_ERROR_INVALID_ARGUMENT"); unknown values give
@@ -86,7 +87,8 @@ typedef enum weft_dtype {
   WEFT_DTYPE_F16 = 1,
   WEFT_DTYPE_F32 = 2,
   WEFT_DTYPE_I32 = 3,
-  WEFT_DTYPE_I64 = 4
+  WEFT_DTYPE_I64 = 4,
+  WEFT_DTYPE_MAX_ENUM_ = 0x7fffffff /* not a dtype: lets weft reject any int32 >= 0 safely */
 } weft_dtype;
 
 /* "bf16", "f16", "f32", "i32", "i64", or "unknown". Static storage; thread-safe. */
@@ -141,6 +143,7 @@ typedef enum weft_tensor_kind {
   WEFT_TENSOR_WEIGHT = 1,       /* bound per run, read only, expected to stay the same across runs */
   WEFT_TENSOR_STATE = 2,        /* bound per run, read and written in place (a KV cache) */
   WEFT_TENSOR_INTERMEDIATE = 3, /* produced by an op, owned by weft */
+  WEFT_TENSOR_KIND_MAX_ENUM_ = 0x7fffffff
 } weft_tensor_kind;
 
 /* Creates an empty graph in `context`. `name` (may be NULL) is a label used in messages and dumps.
@@ -225,12 +228,14 @@ WEFT_API weft_status weft_op_silu_mul(weft_graph* g, weft_tensor gate, weft_tens
 typedef enum weft_rope_style {
   WEFT_ROPE_HALF = 0,        /* rotate halves (x[i], x[i + d/2]): Llama / Qwen in HF */
   WEFT_ROPE_INTERLEAVED = 1, /* rotate pairs (x[2i], x[2i+1]): GPT-J style */
+  WEFT_ROPE_STYLE_MAX_ENUM_ = 0x7fffffff
 } weft_rope_style;
 
 typedef enum weft_rope_scaling {
   WEFT_ROPE_SCALING_NONE = 0,
   WEFT_ROPE_SCALING_LINEAR = 1, /* positions divided by factor */
   WEFT_ROPE_SCALING_LLAMA3 = 2, /* Llama 3.x frequency-dependent scaling */
+  WEFT_ROPE_SCALING_MAX_ENUM_ = 0x7fffffff
 } weft_rope_scaling;
 
 typedef struct weft_rope_options {
@@ -272,7 +277,12 @@ WEFT_API weft_status weft_op_softmax(weft_graph* g, weft_tensor x, const char* n
 WEFT_API weft_status weft_op_argmax(weft_graph* g, weft_tensor x, weft_dtype dtype, const char* name,
                                     weft_tensor* out);
 
-typedef enum weft_reduce_kind { WEFT_REDUCE_SUM = 0, WEFT_REDUCE_MAX = 1, WEFT_REDUCE_MEAN = 2 } weft_reduce_kind;
+typedef enum weft_reduce_kind {
+  WEFT_REDUCE_SUM = 0,
+  WEFT_REDUCE_MAX = 1,
+  WEFT_REDUCE_MEAN = 2,
+  WEFT_REDUCE_KIND_MAX_ENUM_ = 0x7fffffff
+} weft_reduce_kind;
 
 /* Reduces `axis` (negative counts from the end); keepdim != 0 keeps it as size 1. */
 WEFT_API weft_status weft_op_reduce(weft_graph* g, weft_tensor x, weft_reduce_kind kind, int32_t axis,
