@@ -1,5 +1,7 @@
 // C API: typed op helpers. Each one only translates its arguments into operands + attributes and goes
 // through the same Graph::add_op as weft_graph_add_op.
+#include <charconv>
+#include <cstdlib>
 #include <initializer_list>
 
 #include "capi/api_common.hpp"
@@ -35,6 +37,14 @@ const Options& require_options(const Options* o, const char* op) {
   return *o;
 }
 
+// The double nearest to the shortest decimal that round-trips `f`: 1e-6f becomes 1e-6, so a graph built with a
+// float eps here hashes the same as one loaded from JSON that says 1e-6.
+double decimal(float f) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, f);
+  return std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+}
+
 const char* reduce_name(weft_reduce_kind k) {
   switch (k) {
     case WEFT_REDUCE_SUM: return "sum";
@@ -62,15 +72,15 @@ weft_status weft_op_embedding(weft_graph* g, weft_tensor table, weft_tensor ids,
   return add("weft_op_embedding", g, "embedding", {table, ids}, {}, name, out);
 }
 weft_status weft_op_rmsnorm(weft_graph* g, weft_tensor x, weft_tensor weight, float eps, const char* name, weft_tensor* out) {
-  return add("weft_op_rmsnorm", g, "rmsnorm", {x, weight}, {{"eps", eps}}, name, out);
+  return add("weft_op_rmsnorm", g, "rmsnorm", {x, weight}, {{"eps", decimal(eps)}}, name, out);
 }
 weft_status weft_op_head_rmsnorm(weft_graph* g, weft_tensor x, weft_tensor weight, int64_t head_dim, float eps,
                                  const char* name, weft_tensor* out) {
-  return add("weft_op_head_rmsnorm", g, "head_rmsnorm", {x, weight}, {{"head_dim", head_dim}, {"eps", eps}}, name, out);
+  return add("weft_op_head_rmsnorm", g, "head_rmsnorm", {x, weight}, {{"head_dim", head_dim}, {"eps", decimal(eps)}}, name, out);
 }
 weft_status weft_op_layernorm(weft_graph* g, weft_tensor x, weft_tensor weight, weft_tensor bias, float eps,
                               const char* name, weft_tensor* out) {
-  return add("weft_op_layernorm", g, "layernorm", {x, weight, bias}, {{"eps", eps}}, name, out);
+  return add("weft_op_layernorm", g, "layernorm", {x, weight, bias}, {{"eps", decimal(eps)}}, name, out);
 }
 weft_status weft_op_linear(weft_graph* g, weft_tensor x, weft_tensor weight, weft_tensor bias, weft_tensor residual,
                            const char* name, weft_tensor* out) {
@@ -107,11 +117,12 @@ weft_status weft_op_rope(weft_graph* g, weft_tensor x, weft_tensor positions, co
                           : o.scaling == WEFT_ROPE_SCALING_LLAMA3 ? "llama3"
                                                                   : "invalid";
     attrs = {{"head_dim", o.head_dim}, {"theta", o.theta == 0 ? 10000.0 : o.theta}, {"style", style}, {"scaling", scaling}};
-    if (o.scaling != WEFT_ROPE_SCALING_NONE) attrs["factor"] = o.factor;
+    // Zero fields take the documented defaults, as theta does (HF's Llama 3.1 values).
+    if (o.scaling != WEFT_ROPE_SCALING_NONE) attrs["factor"] = o.factor == 0 ? 8.0 : o.factor;
     if (o.scaling == WEFT_ROPE_SCALING_LLAMA3) {
-      attrs["low_freq_factor"] = o.low_freq_factor;
-      attrs["high_freq_factor"] = o.high_freq_factor;
-      attrs["original_max_position"] = o.original_max_position;
+      attrs["low_freq_factor"] = o.low_freq_factor == 0 ? 1.0 : o.low_freq_factor;
+      attrs["high_freq_factor"] = o.high_freq_factor == 0 ? 4.0 : o.high_freq_factor;
+      attrs["original_max_position"] = o.original_max_position == 0 ? int64_t{8192} : o.original_max_position;
     }
   });
   if (s != WEFT_OK) return s;

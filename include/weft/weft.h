@@ -244,10 +244,11 @@ typedef struct weft_rope_options {
   double theta;       /* base; 0 means 10000 */
   weft_rope_style style;
   weft_rope_scaling scaling;
-  double factor;                        /* LINEAR, LLAMA3 */
-  double low_freq_factor;               /* LLAMA3 */
-  double high_freq_factor;              /* LLAMA3 */
-  int64_t original_max_position;        /* LLAMA3 */
+  /* The fields below are read only for the scalings named; 0 takes the default in brackets. */
+  double factor;                 /* LINEAR, LLAMA3 [8] */
+  double low_freq_factor;        /* LLAMA3 [1] */
+  double high_freq_factor;       /* LLAMA3 [4] */
+  int64_t original_max_position; /* LLAMA3 [8192] */
 } weft_rope_options;
 
 /* x [..., H * head_dim], positions [...] (i32/i64, x's shape without its last dim) -> rotated x. */
