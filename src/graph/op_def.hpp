@@ -69,7 +69,7 @@ class InferCtx {
   const Shape& shape(size_t i) const { return in(i).shape; }
   int rank(size_t i) const { return static_cast<int>(in(i).shape.size()); }
 
-  std::string operand(size_t i) const;  // "operand 'weight'" (or "operand 2 ('x')" for variadic)
+  std::string operand(size_t i) const;  // "operand 'weight'" (or "operand 2" for a variadic op)
   [[noreturn]] void fail(const std::string& message) const;
 
   int64_t attr_int(std::string_view name) const;

@@ -60,18 +60,21 @@ std::vector<int64_t> resolve_shape(const Shape& s, const SymbolValues& values) {
 }
 
 bool same_element_count(const Shape& a, const Shape& b) {
-  auto summarize = [](const Shape& s) {
+  // (product of fixed dims, sorted symbols); an overflowing product makes the shapes incomparable.
+  auto summarize = [](const Shape& s, bool& overflow) {
     std::pair<int64_t, std::vector<int32_t>> r{1, {}};
     for (const Dim& d : s) {
-      if (d.is_fixed())
-        r.first *= d.value;
-      else
+      if (!d.is_fixed())
         r.second.push_back(d.symbol);
+      else if (__builtin_mul_overflow(r.first, d.value, &r.first))
+        overflow = true;
     }
     std::sort(r.second.begin(), r.second.end());
     return r;
   };
-  return summarize(a) == summarize(b);
+  bool overflow = false;
+  const auto sa = summarize(a, overflow), sb = summarize(b, overflow);
+  return !overflow && sa == sb;
 }
 
 int64_t element_count(const std::vector<int64_t>& shape) {

@@ -1,6 +1,7 @@
 #include "reference/buffer.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "core/half.hpp"
 
@@ -27,16 +28,20 @@ int64_t Buffer::dim(int axis) const {
 
 int64_t Buffer::rows() const { return last() == 0 ? 0 : numel() / last(); }
 
+int64_t float_to_int(double v, DType to) {
+  if (std::isnan(v)) return 0;
+  const double lo = to == DType::i32 ? -2147483648.0 : -9223372036854775808.0;  // -2^31, -2^63: exact
+  const double t = std::trunc(v);
+  if (t < lo) return to == DType::i32 ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+  if (t >= -lo) return to == DType::i32 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(t);
+}
+
 void Buffer::set(int64_t k, double v) {
-  if (is_float(dtype)) {
+  if (is_float(dtype))
     f[static_cast<size_t>(k)] = static_cast<float>(v);
-  } else {
-    // float -> int truncates toward zero, as a C cast does; out-of-range values saturate instead of UB.
-    double t = std::trunc(v);
-    if (!(t >= -9.2e18)) t = std::isnan(v) ? 0.0 : -9.2e18;
-    if (t > 9.2e18) t = 9.2e18;
-    i[static_cast<size_t>(k)] = static_cast<int64_t>(t);
-  }
+  else
+    i[static_cast<size_t>(k)] = float_to_int(v, dtype);
 }
 
 void Buffer::round_to_dtype() {

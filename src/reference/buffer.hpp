@@ -26,12 +26,16 @@ struct Buffer {
 
   // Element access as double, whatever the storage (for dtype-generic kernels: cast, concat...).
   double get(int64_t k) const { return is_float(dtype) ? static_cast<double>(f[static_cast<size_t>(k)]) : static_cast<double>(i[static_cast<size_t>(k)]); }
+  // Stores v converted to dtype's storage (integers: float_to_int).
   void set(int64_t k, double v);
 
   // Rounds every float value to the precision of dtype (what storing it on the GPU does) and wraps
   // integers to their width.
   void round_to_dtype();
 };
+
+// float -> i32/i64 as CUDA's cvt.rzi does: truncate toward zero, saturate to the type's range, NaN -> 0.
+int64_t float_to_int(double v, DType to);
 
 // Strides (in elements) of a dense row-major shape.
 std::vector<int64_t> dense_strides(const std::vector<int64_t>& shape);
