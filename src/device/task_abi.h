@@ -1,0 +1,124 @@
+// The contract between the host (lowering, scheduling, launch) and the device (the persistent kernel and the
+// device library): the task table the megakernel executes. Included by host C++ and by NVRTC-compiled device
+// code, so it uses only built-in types and no headers.
+//
+// Tensors are referred to by *slot*: an index into the pointer table the kernel receives (bound inputs,
+// weights, states and outputs at their caller's addresses, intermediates inside weft's arena). Every tensor
+// is seen as a 2-D row-major view [rows, cols] where cols is its last dim and rows the product of the rest.
+// A task computes one tile [row0, row1) x [col0, col1) of its op's output in that view.
+#ifndef WEFT_DEVICE_TASK_ABI_H
+#define WEFT_DEVICE_TASK_ABI_H
+
+#define WEFT_TASK_MAX_INPUTS 6
+#define WEFT_TASK_MAX_DIMS 16
+
+// weft dtype codes (equal to the C API's weft_dtype).
+#define WEFT_DEV_BF16 0
+#define WEFT_DEV_F16 1
+#define WEFT_DEV_F32 2
+#define WEFT_DEV_I32 3
+#define WEFT_DEV_I64 4
+
+// Error codes a device op may record in weft_env::error (first one wins); the host turns them into messages.
+#define WEFT_DEV_OK 0u
+#define WEFT_DEV_ERR_INDEX 1u     // an embedding id outside [0, V)
+#define WEFT_DEV_ERR_POSITION 2u  // an attention position outside [0, S)
+#define WEFT_DEV_ERR_DEADLOCK 3u  // the watchdog stopped a wait
+
+// Arguments of one task. The meaning of d[], f[] and i[] is fixed per op and written next to each device
+// function in the device library (src/device/ops_*.cuh) and where lowering fills them (src/lower).
+struct weft_task_args {
+  int out;                        // output slot
+  int in[WEFT_TASK_MAX_INPUTS];   // input slots in the op's operand order; -1 for an absent optional operand
+  int dtype;                      // dtype of the output (float ops: of every float operand too)
+  long long row0, row1, col0, col1;  // the output tile
+  long long d[WEFT_TASK_MAX_DIMS];   // op-specific sizes
+  float f[4];                        // op-specific float attributes
+  int i[4];                          // op-specific integer attributes
+};
+
+// One task of the megakernel's table.
+struct weft_task {
+  int op;            // device op id (weft_dev_op)
+  int wait_begin;    // first entry in the wait table
+  int wait_count;
+  int notify_begin;  // first entry in the notify table (event indices)
+  int notify_count;
+  int pad_;
+  weft_task_args args;
+};
+
+// Wait until events[event] >= count * epoch (counters only grow, across launches).
+struct weft_wait {
+  int event;
+  unsigned int count;
+};
+
+// What every device op receives besides its arguments.
+struct weft_env {
+  void* const* slots;     // slot -> device pointer
+  unsigned int* error;    // first device error code (WEFT_DEV_ERR_*), 0 if none
+  unsigned int* error_info;  // [0] task index, [1..3] op-specific details of the first error
+  int task_index;         // index of the running task (for error reports)
+};
+
+// Device op ids: one per op of the op table (lowering maps op names to them). Per op: operands in in[], then what d/f/i hold. "R x C" is the
+// output's 2-D view; a tile is [row0, row1) x [col0, col1) of it. Unless said otherwise a tile may be any
+// sub-rectangle. Float math in f32 like the CPU reference (src/graph/ops/*.cpp), results rounded to dtype.
+//  EMBEDDING        in: table [V, D], ids [R]. d0=V, d1=D. i0=ids dtype. Bad id: zeros + WEFT_DEV_ERR_INDEX
+//                   (error_info: [1]=row, [2]=low 32 bits of the id).
+//  RMSNORM          in: x [R, D], weight [D]. d0=D. f0=eps. Tiles span whole rows (col0=0, col1=D).
+//  HEAD_RMSNORM     in: x [R, C], weight [hd]. d0=C, d1=hd. f0=eps. col0/col1 are multiples of hd.
+//  LAYERNORM        in: x [R, D], weight [D], bias [D] or -1. d0=D. f0=eps. Whole rows.
+//  LINEAR           in: x [R, K], weight [N, K], bias [N] or -1, residual [R, N] or -1. d0=K, d1=N.
+//  MATMUL           in: a [B, M, K], b [B, K, N] or [K, N]. R = B*M, C = N. d0=M, d1=K, d2=N,
+//                   d3=1 if b is batched else 0.
+//  ADD, MUL         in: a, b broadcast to the output, all seen as 4-D (leading 1s): d0..d3 = output dims,
+//                   d4..d7 = a's element strides per output dim (0 where broadcast), d8..d11 = b's.
+//  SILU             in: x. Elementwise.
+//  GELU             in: x. i0=1 for the tanh form, 0 for erf.
+//  SILU_MUL         in: gate, up or -1. d0=F (= C). Without up, gate is [R, 2F]: gate cols [0,F), up [F,2F).
+//  ROPE             in: x [R, C], positions [R]. d0=C, d1=hd, d2=original_max_position. f0=theta, f1=factor,
+//                   f2=low_freq_factor, f3=high_freq_factor. i0=style (0 half, 1 interleaved), i1=scaling
+//                   (0 none, 1 linear, 2 llama3), i2=positions dtype. col0/col1 are multiples of hd.
+//  ATTENTION_DECODE in: q [B, Hq*hd], k_new [B, Hkv*hd], v_new [B, Hkv*hd], k_cache [B, S, Hkv, hd],
+//                   v_cache (same), positions [B]. d0=Hq, d1=Hkv, d2=hd, d3=S. f0=scale (already resolved,
+//                   never 0). i0=positions dtype. A tile is rows [row0,row1) x the q heads of whole kv heads
+//                   (col0, col1 multiples of (Hq/Hkv)*hd); it writes k_new/v_new of those kv heads into the
+//                   caches at positions[b], then attends over [0, positions[b]]. Bad position: zeros +
+//                   WEFT_DEV_ERR_POSITION (error_info: [1]=row, [2]=position).
+//  SOFTMAX          in: x [R, C]. Whole rows.
+//  ARGMAX           in: x [R, N]. Output [R] (view R x 1). d0=N. i0=output dtype. First max; NaN is max.
+//  REDUCE           in: x seen as [outer, A, inner]; output [outer, inner] (view R x C of the output's own
+//                   shape, any keepdim). d0=outer, d1=A, d2=inner. i0=kind (0 sum, 1 max, 2 mean). A tile
+//                   covers output elements [row0*C+col0 ...] as usual; whole rows.
+//  CAST             in: x. i0=input dtype; output dtype in dtype. float->int as CUDA cvt.rzi (saturating).
+//  RESHAPE          in: x. Copies elements in order (same count). Tile over the output view.
+//  SLICE            in: x seen as [outer, A, inner]. d0=outer, d1=A, d2=inner, d3=start, d4=output axis length.
+//  CONCAT           in: up to 6 inputs, each [outer, A_j, inner]. d0=outer, d1=inner, d2..d7 = A_j (0 unused),
+//                   i0=number of inputs.
+enum weft_dev_op {
+  WEFT_DEV_OP_EMBEDDING = 0,
+  WEFT_DEV_OP_RMSNORM,
+  WEFT_DEV_OP_HEAD_RMSNORM,
+  WEFT_DEV_OP_LAYERNORM,
+  WEFT_DEV_OP_LINEAR,
+  WEFT_DEV_OP_MATMUL,
+  WEFT_DEV_OP_ADD,
+  WEFT_DEV_OP_MUL,
+  WEFT_DEV_OP_SILU,
+  WEFT_DEV_OP_GELU,
+  WEFT_DEV_OP_SILU_MUL,
+  WEFT_DEV_OP_ROPE,
+  WEFT_DEV_OP_ATTENTION_DECODE,
+  WEFT_DEV_OP_SOFTMAX,
+  WEFT_DEV_OP_ARGMAX,
+  WEFT_DEV_OP_REDUCE,
+  WEFT_DEV_OP_CAST,
+  WEFT_DEV_OP_RESHAPE,
+  WEFT_DEV_OP_SLICE,
+  WEFT_DEV_OP_CONCAT,
+  WEFT_DEV_OP_COUNT
+};
+
+#endif  // WEFT_DEVICE_TASK_ABI_H
