@@ -1,0 +1,56 @@
+// Per-op lowering rules: how an op's output is cut into tiles, what each tile reads of each operand, and how a
+// tile's task arguments are filled for the device library (the contract in device/task_abi.h).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "lower/task_graph.hpp"
+
+namespace weft {
+
+// Everything a rule may look at for one node, with concrete shapes.
+class LowerCtx {
+ public:
+  LowerCtx(const Graph& g, const Node& node, const std::vector<std::vector<int64_t>>& shapes, const LowerOptions& o)
+      : g_(g), node_(node), shapes_(shapes), options_(o) {}
+
+  const Node& node() const { return node_; }
+  const LowerOptions& options() const { return options_; }
+  size_t num_inputs() const { return node_.inputs.size(); }
+  bool has(size_t k) const { return k < node_.inputs.size() && node_.inputs[k] != kNoTensor; }
+  const std::vector<int64_t>& in_shape(size_t k) const { return shapes_[static_cast<size_t>(node_.inputs[k])]; }
+  const std::vector<int64_t>& out_shape() const { return shapes_[static_cast<size_t>(node_.output)]; }
+  DType in_dtype(size_t k) const { return g_.tensor(node_.inputs[k]).type.dtype; }
+  DType out_dtype() const { return g_.tensor(node_.output).type.dtype; }
+  View2D in_view(size_t k) const { return view_of(in_shape(k)); }
+  View2D out_view() const { return view_of(out_shape()); }
+  int64_t attr_int(const char* name) const { return node_.attrs.at(name).get<int64_t>(); }
+  double attr_num(const char* name) const { return node_.attrs.at(name).get<double>(); }
+  std::string attr_str(const char* name) const { return node_.attrs.at(name).get<std::string>(); }
+  [[noreturn]] void unsupported(const std::string& why) const;
+
+ private:
+  const Graph& g_;
+  const Node& node_;
+  const std::vector<std::vector<int64_t>>& shapes_;
+  const LowerOptions& options_;
+};
+
+struct OpLowering {
+  std::string_view op;
+  int32_t dev_op;
+  TileGrid (*grid)(const LowerCtx&);
+  // Regions of operand k's 2-D view that the output tile reads (empty: none that matter).
+  std::vector<Region> (*reads)(const LowerCtx&, size_t k, const Region& tile);
+  // Fills the op-specific part of the arguments (d, f, i); slots, dtype and tile are filled by the driver.
+  void (*args)(const LowerCtx&, weft_task_args&);
+};
+
+// The rule for an op, or nullptr.
+const OpLowering* find_lowering(std::string_view op);
+
+// Regions of a view covering its flattened elements [e0, e1) (at most three rectangles).
+std::vector<Region> flat_range_regions(const View2D& v, int64_t e0, int64_t e1);
+
+}  // namespace weft

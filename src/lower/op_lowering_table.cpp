@@ -1,0 +1,319 @@
+// The lowering rule of every op. Tile sizes aim to spread a large op over all SMs while keeping each task big
+// enough to amortize its event wait; reads are exact where the access pattern is simple and whole-tensor
+// (conservative, never wrong) where it is not.
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "lower/op_lowering.hpp"
+
+namespace weft {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t m) { return ceil_div(a, m) * m; }
+
+Region whole(const View2D& v) { return Region{0, v.rows, 0, v.cols}; }
+
+// ---- grids ----
+
+// Whole rows per task, enough row blocks to give every SM work.
+TileGrid rowwise_grid(const LowerCtx& c) {
+  const View2D v = c.out_view();
+  TileGrid g{v.rows, v.cols, 1, v.cols};
+  g.row_block = std::max<int64_t>(1, ceil_div(v.rows, c.options().num_sms));
+  return g;
+}
+
+// Column tiles of at least `min_cols` (a multiple of `multiple`), about two per SM, rows in blocks of <= max_rows.
+TileGrid column_grid(const LowerCtx& c, int64_t min_cols, int64_t multiple, int64_t max_rows) {
+  const View2D v = c.out_view();
+  TileGrid g{v.rows, v.cols, std::min(v.rows, max_rows), v.cols};
+  const int64_t row_blocks = ceil_div(v.rows, g.row_block);
+  const int64_t wanted = std::max<int64_t>(1, 2 * c.options().num_sms / row_blocks);
+  g.col_tile = std::min(v.cols, round_up(std::max(min_cols, ceil_div(v.cols, wanted)), multiple));
+  return g;
+}
+
+TileGrid elementwise_grid(const LowerCtx& c) { return column_grid(c, 512, 64, 16); }
+
+// Tiles of whole heads (multiples of head_dim columns).
+TileGrid head_grid(const LowerCtx& c, int64_t head_dim) {
+  const View2D v = c.out_view();
+  const int64_t heads = v.cols / head_dim;
+  const int64_t per_task = std::clamp<int64_t>(ceil_div(v.rows * heads, 2 * c.options().num_sms), 1, heads);
+  return TileGrid{v.rows, v.cols, 1, per_task * head_dim};
+}
+
+TileGrid single_task_grid(const LowerCtx& c) {
+  const View2D v = c.out_view();
+  return TileGrid{v.rows, v.cols, v.rows, v.cols};
+}
+
+// ---- reads ----
+
+std::vector<Region> same_tile(const LowerCtx&, size_t, const Region& t) { return {t}; }
+std::vector<Region> whole_input(const LowerCtx& c, size_t k, const Region&) { return {whole(c.in_view(k))}; }
+std::vector<Region> same_rows(const LowerCtx& c, size_t k, const Region& t) {
+  return {Region{t.row0, t.row1, 0, c.in_view(k).cols}};
+}
+// Operand 0 by rows, the rest (weights, broadcast operands) whole.
+std::vector<Region> rows_then_whole(const LowerCtx& c, size_t k, const Region& t) {
+  return k == 0 ? same_rows(c, k, t) : whole_input(c, k, t);
+}
+// An operand with one element per output row (ids, positions): the flattened range of the tile's rows.
+std::vector<Region> per_row(const LowerCtx& c, size_t k, const Region& t) {
+  return flat_range_regions(c.in_view(k), t.row0, t.row1);
+}
+
+// ---- per-op rules ----
+
+TileGrid embedding_grid(const LowerCtx& c) { return column_grid(c, 256, 64, 16); }
+std::vector<Region> embedding_reads(const LowerCtx& c, size_t k, const Region& t) {
+  return k == 1 ? per_row(c, k, t) : std::vector<Region>{};
+}
+void embedding_args(const LowerCtx& c, weft_task_args& a) {
+  a.d[0] = c.in_shape(0)[0];
+  a.d[1] = c.in_shape(0)[1];
+  a.i[0] = static_cast<int>(c.in_dtype(1));
+}
+
+void norm_args(const LowerCtx& c, weft_task_args& a) {
+  a.d[0] = c.out_view().cols;
+  a.f[0] = static_cast<float>(c.attr_num("eps"));
+}
+
+TileGrid head_rmsnorm_grid(const LowerCtx& c) { return head_grid(c, c.attr_int("head_dim")); }
+std::vector<Region> head_rmsnorm_reads(const LowerCtx& c, size_t k, const Region& t) {
+  return k == 0 ? same_tile(c, k, t) : std::vector<Region>{};
+}
+void head_rmsnorm_args(const LowerCtx& c, weft_task_args& a) {
+  norm_args(c, a);
+  a.d[1] = c.attr_int("head_dim");
+}
+
+TileGrid linear_grid(const LowerCtx& c) { return column_grid(c, 8, 8, 64); }
+std::vector<Region> linear_reads(const LowerCtx& c, size_t k, const Region& t) {
+  if (k == 0) return same_rows(c, k, t);
+  if (k == 3) return {t};  // residual: exactly the tile
+  return {};               // weight, bias
+}
+void linear_args(const LowerCtx& c, weft_task_args& a) {
+  a.d[0] = c.in_shape(1)[1];
+  a.d[1] = c.in_shape(1)[0];
+}
+
+TileGrid matmul_grid(const LowerCtx& c) { return column_grid(c, 8, 8, 64); }
+void matmul_args(const LowerCtx& c, weft_task_args& a) {
+  const auto& as = c.in_shape(0);
+  const auto& bs = c.in_shape(1);
+  a.d[0] = as[as.size() - 2];
+  a.d[1] = as.back();
+  a.d[2] = bs.back();
+  a.d[3] = bs.size() > 2 ? 1 : 0;
+}
+
+// add / mul: operands equal to the output are read tile by tile; broadcast ones whole.
+std::vector<Region> broadcast_reads(const LowerCtx& c, size_t k, const Region& t) {
+  return c.in_shape(k) == c.out_shape() ? std::vector<Region>{t} : whole_input(c, k, t);
+}
+void broadcast_args(const LowerCtx& c, weft_task_args& a) {
+  const auto& out = c.out_shape();
+  // Merge neighbouring dims while each operand is either full along both or broadcast along both: its
+  // strides stay expressible, and most shapes end up with rank <= 4 as the device wants.
+  const size_t r = out.size();
+  auto in_dim = [&](size_t k, size_t d) -> int64_t {  // operand k's size along output dim d (1 if absent)
+    const auto& s = c.in_shape(k);
+    return d + s.size() >= r ? s[d + s.size() - r] : 1;
+  };
+  std::vector<std::array<int64_t, 3>> dims;  // (out, a, b) sizes per kept dim
+  for (size_t d = 0; d < r; ++d) {
+    const std::array<int64_t, 3> cur{out[d], in_dim(0, d), in_dim(1, d)};
+    if (!dims.empty()) {
+      auto& prev = dims.back();
+      auto same_kind = [&](size_t k) { return (prev[k] == prev[0]) == (cur[k] == cur[0]); };
+      if (cur[0] == 1 || prev[0] == 1 || (same_kind(1) && same_kind(2))) {
+        prev = {prev[0] * cur[0], prev[1] * cur[1], prev[2] * cur[2]};
+        continue;
+      }
+    }
+    dims.push_back(cur);
+  }
+  if (dims.size() > 4) c.unsupported("its broadcast pattern needs more than 4 dims on the device");
+  while (dims.size() < 4) dims.insert(dims.begin(), {1, 1, 1});
+  for (size_t operand = 0; operand < 2; ++operand) {
+    int64_t stride = 1;
+    for (size_t d = 4; d-- > 0;) {
+      const int64_t size = dims[d][operand + 1];
+      a.d[4 + 4 * operand + d] = size == 1 ? 0 : stride;
+      stride *= size;
+    }
+  }
+  for (size_t d = 0; d < 4; ++d) a.d[d] = dims[d][0];
+}
+
+void no_args(const LowerCtx&, weft_task_args&) {}
+void gelu_args(const LowerCtx& c, weft_task_args& a) { a.i[0] = c.attr_str("approximate") == "tanh" ? 1 : 0; }
+
+std::vector<Region> silu_mul_reads(const LowerCtx& c, size_t k, const Region& t) {
+  if (c.has(1)) return {t};
+  const int64_t f = c.out_view().cols;
+  (void)k;
+  return {t, Region{t.row0, t.row1, t.col0 + f, t.col1 + f}};
+}
+void silu_mul_args(const LowerCtx& c, weft_task_args& a) { a.d[0] = c.out_view().cols; }
+
+TileGrid rope_grid(const LowerCtx& c) { return head_grid(c, c.attr_int("head_dim")); }
+std::vector<Region> rope_reads(const LowerCtx& c, size_t k, const Region& t) {
+  return k == 0 ? same_tile(c, k, t) : per_row(c, k, t);
+}
+void rope_args(const LowerCtx& c, weft_task_args& a) {
+  const std::string style = c.attr_str("style"), scaling = c.attr_str("scaling");
+  a.d[0] = c.out_view().cols;
+  a.d[1] = c.attr_int("head_dim");
+  a.d[2] = c.attr_int("original_max_position");
+  a.f[0] = static_cast<float>(c.attr_num("theta"));
+  a.f[1] = static_cast<float>(c.attr_num("factor"));
+  a.f[2] = static_cast<float>(c.attr_num("low_freq_factor"));
+  a.f[3] = static_cast<float>(c.attr_num("high_freq_factor"));
+  a.i[0] = style == "interleaved" ? 1 : 0;
+  a.i[1] = scaling == "linear" ? 1 : scaling == "llama3" ? 2 : 0;
+  a.i[2] = static_cast<int>(c.in_dtype(1));
+}
+
+// One task per (row, kv head): it owns that kv head's cache slot, so no two tasks write the same slot.
+TileGrid attention_grid(const LowerCtx& c) {
+  const View2D v = c.out_view();
+  const int64_t group = c.attr_int("num_q_heads") / c.attr_int("num_kv_heads");
+  return TileGrid{v.rows, v.cols, 1, group * c.attr_int("head_dim")};
+}
+std::vector<Region> attention_reads(const LowerCtx& c, size_t k, const Region& t) {
+  const int64_t group = c.attr_int("num_q_heads") / c.attr_int("num_kv_heads");
+  switch (k) {
+    case 0: return {t};
+    case 1:
+    case 2: return {Region{t.row0, t.row1, t.col0 / group, t.col1 / group}};  // the same kv heads: cols / group
+    case 5: return per_row(c, k, t);
+    default: return {};  // the caches: written by this op itself
+  }
+}
+void attention_args(const LowerCtx& c, weft_task_args& a) {
+  const int64_t hd = c.attr_int("head_dim");
+  a.d[0] = c.attr_int("num_q_heads");
+  a.d[1] = c.attr_int("num_kv_heads");
+  a.d[2] = hd;
+  a.d[3] = c.in_shape(3)[1];
+  const double scale = c.attr_num("scale");
+  a.f[0] = static_cast<float>(scale == 0 ? 1.0 / std::sqrt(static_cast<double>(hd)) : scale);
+  a.i[0] = static_cast<int>(c.in_dtype(5));
+}
+
+// argmax: one output element per row of x; the output view of a rank-1 result is [1, R].
+TileGrid argmax_grid(const LowerCtx& c) {
+  const View2D v = c.out_view();
+  return TileGrid{v.rows, v.cols, 1, std::max<int64_t>(1, ceil_div(v.cols, c.options().num_sms))};
+}
+std::vector<Region> argmax_reads(const LowerCtx& c, size_t, const Region& t) {
+  const View2D out = c.out_view(), x = c.in_view(0);
+  std::vector<Region> r;
+  for (int64_t row = t.row0; row < t.row1; ++row)
+    r.push_back(Region{row * out.cols + t.col0, row * out.cols + t.col1, 0, x.cols});
+  return r;
+}
+void argmax_args(const LowerCtx& c, weft_task_args& a) {
+  a.d[0] = c.in_view(0).cols;
+  a.i[0] = static_cast<int>(c.out_dtype());
+}
+
+// [outer, A, inner] around an axis of operand k.
+std::array<int64_t, 3> around_axis(const std::vector<int64_t>& s, size_t axis) {
+  std::array<int64_t, 3> r{1, s[axis], 1};
+  for (size_t i = 0; i < s.size(); ++i)
+    if (i < axis) r[0] *= s[i];
+    else if (i > axis) r[2] *= s[i];
+  return r;
+}
+size_t norm_axis(int64_t axis, size_t rank) { return static_cast<size_t>(axis < 0 ? axis + static_cast<int64_t>(rank) : axis); }
+
+void reduce_args(const LowerCtx& c, weft_task_args& a) {
+  const auto oai = around_axis(c.in_shape(0), norm_axis(c.attr_int("axis"), c.in_shape(0).size()));
+  a.d[0] = oai[0];
+  a.d[1] = oai[1];
+  a.d[2] = oai[2];
+  const std::string kind = c.attr_str("kind");
+  a.i[0] = kind == "sum" ? 0 : kind == "max" ? 1 : 2;
+}
+
+void cast_args(const LowerCtx& c, weft_task_args& a) { a.i[0] = static_cast<int>(c.in_dtype(0)); }
+
+void slice_args(const LowerCtx& c, weft_task_args& a) {
+  const auto oai = around_axis(c.in_shape(0), norm_axis(c.attr_int("axis"), c.in_shape(0).size()));
+  a.d[0] = oai[0];
+  a.d[1] = oai[1];
+  a.d[2] = oai[2];
+  a.d[3] = c.attr_int("start");
+  a.d[4] = c.attr_int("end") - c.attr_int("start");
+}
+
+void concat_args(const LowerCtx& c, weft_task_args& a) {
+  if (c.num_inputs() > WEFT_TASK_MAX_INPUTS)
+    c.unsupported("it joins " + std::to_string(c.num_inputs()) + " tensors; the device takes at most " +
+                  std::to_string(WEFT_TASK_MAX_INPUTS) + " (chain two concats)");
+  const size_t axis = norm_axis(c.attr_int("axis"), c.out_shape().size());
+  const auto oai = around_axis(c.out_shape(), axis);
+  a.d[0] = oai[0];
+  a.d[1] = oai[2];
+  for (size_t k = 0; k < c.num_inputs(); ++k) a.d[2 + k] = c.in_shape(k)[axis];
+  a.i[0] = static_cast<int>(c.num_inputs());
+}
+
+const OpLowering kTable[] = {
+    {"embedding", WEFT_DEV_OP_EMBEDDING, embedding_grid, embedding_reads, embedding_args},
+    {"rmsnorm", WEFT_DEV_OP_RMSNORM, rowwise_grid, rows_then_whole, norm_args},
+    {"head_rmsnorm", WEFT_DEV_OP_HEAD_RMSNORM, head_rmsnorm_grid, head_rmsnorm_reads, head_rmsnorm_args},
+    {"layernorm", WEFT_DEV_OP_LAYERNORM, rowwise_grid, rows_then_whole, norm_args},
+    {"linear", WEFT_DEV_OP_LINEAR, linear_grid, linear_reads, linear_args},
+    {"matmul", WEFT_DEV_OP_MATMUL, matmul_grid, rows_then_whole, matmul_args},
+    {"add", WEFT_DEV_OP_ADD, elementwise_grid, broadcast_reads, broadcast_args},
+    {"mul", WEFT_DEV_OP_MUL, elementwise_grid, broadcast_reads, broadcast_args},
+    {"silu", WEFT_DEV_OP_SILU, elementwise_grid, same_tile, no_args},
+    {"gelu", WEFT_DEV_OP_GELU, elementwise_grid, same_tile, gelu_args},
+    {"silu_mul", WEFT_DEV_OP_SILU_MUL, elementwise_grid, silu_mul_reads, silu_mul_args},
+    {"rope", WEFT_DEV_OP_ROPE, rope_grid, rope_reads, rope_args},
+    {"attention_decode", WEFT_DEV_OP_ATTENTION_DECODE, attention_grid, attention_reads, attention_args},
+    {"softmax", WEFT_DEV_OP_SOFTMAX, rowwise_grid, same_rows, no_args},
+    {"argmax", WEFT_DEV_OP_ARGMAX, argmax_grid, argmax_reads, argmax_args},
+    {"reduce", WEFT_DEV_OP_REDUCE, single_task_grid, whole_input, reduce_args},
+    {"cast", WEFT_DEV_OP_CAST, elementwise_grid, same_tile, cast_args},
+    {"reshape", WEFT_DEV_OP_RESHAPE, elementwise_grid, whole_input, no_args},
+    {"slice", WEFT_DEV_OP_SLICE, elementwise_grid, whole_input, slice_args},
+    {"concat", WEFT_DEV_OP_CONCAT, elementwise_grid, whole_input, concat_args},
+};
+
+}  // namespace
+
+const OpLowering* find_lowering(std::string_view op) {
+  for (const OpLowering& l : kTable)
+    if (l.op == op) return &l;
+  return nullptr;
+}
+
+void LowerCtx::unsupported(const std::string& why) const {
+  fail(Status::unsupported, "op '" + std::string(node_.op->name) + "' (result '" + g_.tensor(node_.output).name +
+                                "') cannot be lowered: " + why);
+}
+
+std::vector<Region> flat_range_regions(const View2D& v, int64_t e0, int64_t e1) {
+  std::vector<Region> r;
+  if (e0 >= e1) return r;
+  const int64_t r0 = e0 / v.cols, c0 = e0 % v.cols, r1 = (e1 - 1) / v.cols, c1 = (e1 - 1) % v.cols + 1;
+  if (r0 == r1) return {Region{r0, r0 + 1, c0, c1}};
+  r.push_back(Region{r0, r0 + 1, c0, v.cols});
+  if (r1 > r0 + 1) r.push_back(Region{r0 + 1, r1, 0, v.cols});
+  r.push_back(Region{r1, r1 + 1, 0, c1});
+  return r;
+}
+
+}  // namespace weft

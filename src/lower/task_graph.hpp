@@ -1,0 +1,106 @@
+// The lowered graph: every op cut into tile tasks, and the event tensors that order them. A consumer tile waits
+// only for the producer tiles it reads (or, when it reads whole row blocks, for one per-row-block summary
+// counter). Counters are monotonic across launches: a wait for `count` is satisfied at `count * epoch`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "device/task_abi.h"
+#include "graph/graph.hpp"
+
+namespace weft {
+
+// A rectangle [row0, row1) x [col0, col1) of a tensor's 2-D view (rows = product of all dims but the last).
+struct Region {
+  int64_t row0 = 0, row1 = 0, col0 = 0, col1 = 0;
+  bool empty() const { return row0 >= row1 || col0 >= col1; }
+  bool overlaps(const Region& o) const {
+    return row0 < o.row1 && o.row0 < row1 && col0 < o.col1 && o.col0 < col1;
+  }
+};
+
+// The 2-D view of a concrete shape.
+struct View2D {
+  int64_t rows = 1, cols = 1;
+};
+View2D view_of(const std::vector<int64_t>& shape);
+
+// How an op's output is cut: row blocks of `row_block` rows and column tiles of `col_tile` columns.
+struct TileGrid {
+  int64_t rows = 1, cols = 1;          // the output's 2-D view
+  int64_t row_block = 1, col_tile = 1;
+  int64_t row_blocks() const { return (rows + row_block - 1) / row_block; }
+  int64_t col_tiles() const { return (cols + col_tile - 1) / col_tile; }
+  int64_t count() const { return row_blocks() * col_tiles(); }
+  Region tile(int64_t rb, int64_t ct) const {
+    return Region{rb * row_block, std::min(rows, (rb + 1) * row_block), ct * col_tile, std::min(cols, (ct + 1) * col_tile)};
+  }
+};
+
+enum class EventKind : int32_t {
+  tile,       // one producer tile; reaches 1 per launch
+  row_block,  // every tile of one row block of a node; reaches col_tiles per launch
+};
+
+struct EventDesc {
+  int32_t node = -1;
+  EventKind kind = EventKind::tile;
+  int64_t row_block = 0, col_tile = 0;  // col_tile unused for row_block events
+  uint32_t per_launch = 1;              // increments per launch once every notifier has run
+};
+
+struct TaskWait {
+  int32_t event = -1;
+  uint32_t count = 0;  // satisfied when the counter reaches count * epoch
+};
+
+struct Task {
+  int32_t node = -1;
+  Region tile;
+  weft_task_args args{};
+  int32_t dev_op = 0;
+  std::vector<TaskWait> waits;
+  std::vector<int32_t> notifies;
+  double bytes = 0;  // estimated memory traffic
+  double flops = 0;
+};
+
+// What one task reads of one operand tensor; `whole` reads every element.
+struct ReadSet {
+  TensorId tensor = kNoTensor;
+  std::vector<Region> regions;
+};
+
+struct TaskGraph {
+  std::vector<Task> tasks;               // in a topological order (node order, then tile order)
+  std::vector<EventDesc> events;
+  std::vector<TileGrid> grids;           // per node
+  std::vector<int32_t> first_task;       // per node: index of its first task; tasks of a node are contiguous
+  std::vector<std::vector<int64_t>> shapes;  // concrete shape of every tensor
+  std::vector<std::vector<ReadSet>> reads;   // per task: what it reads of produced tensors (for verification)
+  // Until finalize_events: per node, the index of its first row-block event and of its first tile event.
+  std::vector<int32_t> row_block_event_base, tile_event_base;
+
+  // The row-block events of a node (all of its tiles), as waits. Valid until finalize_events.
+  std::vector<TaskWait> node_done_waits(int32_t node) const;
+
+  std::string event_name(const Graph& g, int32_t event) const;  // "h2 tile (0, 3)" / "h2 row block 0"
+  std::string task_name(const Graph& g, int32_t task) const;    // "linear 'h2' tile [0,1)x[64,128)"
+};
+
+struct LowerOptions {
+  int32_t num_sms = 132;  // tiles are sized so that big ops spread over this many SMs
+};
+
+// Cuts every op of `g` into tasks for the concrete symbol values `symbols`, with an event for every tile and
+// row block and no notifies yet. Throws weft::Error (Status::unsupported) for an op instance the device library
+// cannot run, naming the op.
+TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions& options);
+
+// After every wait is known (lowering + memory plan): drops events nobody waits on, renumbers, and sets each
+// task's notifies (its row-block event and its tile event, where kept).
+void finalize_events(TaskGraph& tg);
+
+}  // namespace weft

@@ -1,0 +1,115 @@
+#include "schedule/task_tables.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace weft {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x54464557;  // "WEFT"
+constexpr uint32_t kVersion = 1;
+
+struct Header {
+  uint32_t magic, version;
+  uint32_t task_size;  // sizeof(weft_task): guards against a blob from a build with another ABI
+  int32_t num_tasks, num_waits, num_notifies, num_queues, num_queue_tasks, num_events, num_slots;
+};
+
+template <typename T>
+void append(std::string& out, const std::vector<T>& v) {
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+template <typename T>
+void take(const std::string& blob, size_t& at, std::vector<T>& v, int32_t n) {
+  if (n < 0) fail(Status::cache, "task tables: negative count");
+  const size_t bytes = static_cast<size_t>(n) * sizeof(T);
+  if (at + bytes > blob.size()) fail(Status::cache, "task tables: truncated blob");
+  v.resize(static_cast<size_t>(n));
+  std::memcpy(v.data(), blob.data() + at, bytes);
+  at += bytes;
+}
+
+}  // namespace
+
+TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num_slots) {
+  TaskTables t;
+  t.num_events = static_cast<int32_t>(tg.events.size());
+  t.num_slots = num_slots;
+  for (const Task& task : tg.tasks) {
+    weft_task d{};
+    d.op = task.dev_op;
+    d.wait_begin = static_cast<int32_t>(t.waits.size());
+    d.wait_count = static_cast<int32_t>(task.waits.size());
+    d.notify_begin = static_cast<int32_t>(t.notifies.size());
+    d.notify_count = static_cast<int32_t>(task.notifies.size());
+    d.args = task.args;
+    for (const TaskWait& w : task.waits) t.waits.push_back(weft_wait{w.event, w.count});
+    t.notifies.insert(t.notifies.end(), task.notifies.begin(), task.notifies.end());
+    t.tasks.push_back(d);
+  }
+  t.queue_offsets.push_back(0);
+  for (const auto& q : s.queues) {
+    t.queue_tasks.insert(t.queue_tasks.end(), q.begin(), q.end());
+    t.queue_offsets.push_back(static_cast<int32_t>(t.queue_tasks.size()));
+  }
+  return t;
+}
+
+std::string serialize_task_tables(const TaskTables& t) {
+  const Header h{kMagic, kVersion, sizeof(weft_task),
+                 static_cast<int32_t>(t.tasks.size()), static_cast<int32_t>(t.waits.size()),
+                 static_cast<int32_t>(t.notifies.size()), t.num_queues(), static_cast<int32_t>(t.queue_tasks.size()),
+                 t.num_events, t.num_slots};
+  std::string out(reinterpret_cast<const char*>(&h), sizeof h);
+  append(out, t.tasks);
+  append(out, t.waits);
+  append(out, t.notifies);
+  append(out, t.queue_offsets);
+  append(out, t.queue_tasks);
+  return out;
+}
+
+TaskTables parse_task_tables(const std::string& blob) {
+  Header h{};
+  if (blob.size() < sizeof h) fail(Status::cache, "task tables: blob of " + std::to_string(blob.size()) + " bytes is too short");
+  std::memcpy(&h, blob.data(), sizeof h);
+  if (h.magic != kMagic || h.version != kVersion || h.task_size != sizeof(weft_task))
+    fail(Status::cache, "task tables: wrong magic, version or task size");
+  TaskTables t;
+  size_t at = sizeof h;
+  take(blob, at, t.tasks, h.num_tasks);
+  take(blob, at, t.waits, h.num_waits);
+  take(blob, at, t.notifies, h.num_notifies);
+  take(blob, at, t.queue_offsets, h.num_queues + 1);
+  take(blob, at, t.queue_tasks, h.num_queue_tasks);
+  if (at != blob.size()) fail(Status::cache, "task tables: trailing bytes");
+  t.num_events = h.num_events;
+  t.num_slots = h.num_slots;
+  // Every index the device will follow must be in range: a bad table would be an out-of-bounds access there.
+  auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
+  for (const weft_task& d : t.tasks) {
+    if (!in(d.op, 0, WEFT_DEV_OP_COUNT - 1) || !in(d.wait_begin, 0, h.num_waits) || !in(d.wait_count, 0, h.num_waits - d.wait_begin) ||
+        !in(d.notify_begin, 0, h.num_notifies) || !in(d.notify_count, 0, h.num_notifies - d.notify_begin) ||
+        !in(d.args.out, 0, t.num_slots - 1))
+      fail(Status::cache, "task tables: a task has out-of-range indices");
+    for (int k = 0; k < WEFT_TASK_MAX_INPUTS; ++k)
+      if (!in(d.args.in[k], -1, t.num_slots - 1)) fail(Status::cache, "task tables: a task has an out-of-range input slot");
+  }
+  for (const weft_wait& w : t.waits)
+    if (!in(w.event, 0, t.num_events - 1)) fail(Status::cache, "task tables: a wait names a missing event");
+  for (int32_t e : t.notifies)
+    if (!in(e, 0, t.num_events - 1)) fail(Status::cache, "task tables: a notify names a missing event");
+  for (size_t q = 0; q + 1 < t.queue_offsets.size(); ++q)
+    if (!in(t.queue_offsets[q], 0, t.queue_offsets[q + 1]) || !in(t.queue_offsets[q + 1], 0, h.num_queue_tasks))
+      fail(Status::cache, "task tables: queue offsets are not ascending");
+  if (t.queue_offsets.front() != 0 || t.queue_offsets.back() != h.num_queue_tasks)
+    fail(Status::cache, "task tables: queue offsets do not cover the queue");
+  for (int32_t task : t.queue_tasks)
+    if (!in(task, 0, h.num_tasks - 1)) fail(Status::cache, "task tables: a queue names a missing task");
+  return t;
+}
+
+}  // namespace weft

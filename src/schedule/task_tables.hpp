@@ -1,0 +1,33 @@
+// The device-side tables of a scheduled task graph (task_abi.h structs), and their binary form stored in the
+// kernel cache beside the cubin.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "device/task_abi.h"
+#include "schedule/schedule.hpp"
+
+namespace weft {
+
+struct TaskTables {
+  std::vector<weft_task> tasks;
+  std::vector<weft_wait> waits;
+  std::vector<int32_t> notifies;
+  std::vector<int32_t> queue_offsets;  // num_queues + 1 entries
+  std::vector<int32_t> queue_tasks;
+  int32_t num_events = 0;
+  int32_t num_slots = 0;
+
+  int32_t num_queues() const { return static_cast<int32_t>(queue_offsets.size()) - 1; }
+};
+
+TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num_slots);
+
+// Binary form: a header (magic, version, counts) and the arrays. parse_task_tables checks every count, index
+// and offset and throws weft::Error (Status::cache) on anything inconsistent, so a damaged blob is never used.
+std::string serialize_task_tables(const TaskTables& t);
+TaskTables parse_task_tables(const std::string& blob);
+
+}  // namespace weft
