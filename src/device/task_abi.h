@@ -24,6 +24,7 @@
 #define WEFT_DEV_ERR_INDEX 1u     // an embedding id outside [0, V)
 #define WEFT_DEV_ERR_POSITION 2u  // an attention position outside [0, S)
 #define WEFT_DEV_ERR_DEADLOCK 3u  // the watchdog stopped a wait
+#define WEFT_DEV_ERR_BAD_TASK 4u  // a task names an op the kernel was not generated for (error_info: [1]=op)
 
 // Arguments of one task. The meaning of d[], f[] and i[] is fixed per op and written next to each device
 // function in the device library (src/device/ops_*.cuh) and where lowering fills them (src/lower).

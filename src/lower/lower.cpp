@@ -4,6 +4,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "device/config.cuh"
 #include "lower/op_lowering.hpp"
 
 namespace weft {
@@ -103,6 +104,8 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
         t.args.col0 = t.tile.col0;
         t.args.col1 = t.tile.col1;
         rule->args(c, t.args);
+        // Elementwise-style device ops find C here when a tile cuts rows (config.cuh).
+        t.args.d[WEFT_D_VIEW_COLS] = grid.cols;
 
         std::set<std::pair<int32_t, uint32_t>> waits;
         std::vector<ReadSet> reads;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "device/config.cuh"
 #include "lower/op_lowering.hpp"
 
 namespace weft {
@@ -201,6 +202,8 @@ std::vector<Region> attention_reads(const LowerCtx& c, size_t k, const Region& t
 }
 void attention_args(const LowerCtx& c, weft_task_args& a) {
   const int64_t hd = c.attr_int("head_dim");
+  if (hd > WEFT_ATTN_MAX_HEAD_DIM)
+    c.unsupported("head_dim " + std::to_string(hd) + " is above the device limit of " + std::to_string(WEFT_ATTN_MAX_HEAD_DIM));
   a.d[0] = c.attr_int("num_q_heads");
   a.d[1] = c.attr_int("num_kv_heads");
   a.d[2] = hd;

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "lower/task_graph.hpp"
+#include "models/decoder_graph.hpp"
 #include "random_graph_gen.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/schedule.hpp"
@@ -27,43 +28,19 @@ Lowered lower_all(const Graph& g, int32_t sms, int64_t batch) {
   return l;
 }
 
-// One Llama/Qwen3-style decode layer (bf16) with a symbolic batch.
+// A small Qwen3-style decoder (bf16, symbolic batch up to 8).
 Graph decoder_layer(int layers = 1) {
-  Graph g("decoder");
-  const Dim b = Dim::sym(g.declare_symbol("batch", 1, 8));
-  const int64_t d = 256, hq = 4, hkv = 2, hd = 64, ffn = 512, vocab = 1000, seq = 128;
-  auto w = [&](const std::string& n, std::vector<int64_t> s) {
-    Shape sh;
-    for (int64_t x : s) sh.push_back(Dim::fixed(x));
-    return g.add_tensor(TensorKind::weight, n, DType::bf16, sh);
-  };
-  const TensorId ids = g.add_tensor(TensorKind::input, "ids", DType::i32, {b});
-  const TensorId pos = g.add_tensor(TensorKind::input, "pos", DType::i32, {b});
-  TensorId h = g.add_op("embedding", {w("embed", {vocab, d}), ids}, {}, "h");
-  for (int l = 0; l < layers; ++l) {
-    const std::string p = "l" + std::to_string(l) + ".";
-    const TensorId kc = g.add_tensor(TensorKind::state, p + "kc", DType::bf16, {b, Dim::fixed(seq), Dim::fixed(hkv), Dim::fixed(hd)});
-    const TensorId vc = g.add_tensor(TensorKind::state, p + "vc", DType::bf16, {b, Dim::fixed(seq), Dim::fixed(hkv), Dim::fixed(hd)});
-    const TensorId n1 = g.add_op("rmsnorm", {h, w(p + "n1", {d})}, {}, p + "n1o");
-    const TensorId qkv = g.add_op("linear", {n1, w(p + "wqkv", {(hq + 2 * hkv) * hd, d})}, {}, p + "qkv");
-    TensorId q = g.add_op("slice", {qkv}, {{"axis", 1}, {"start", 0}, {"end", hq * hd}}, p + "q");
-    TensorId k = g.add_op("slice", {qkv}, {{"axis", 1}, {"start", hq * hd}, {"end", (hq + hkv) * hd}}, p + "k");
-    const TensorId v = g.add_op("slice", {qkv}, {{"axis", 1}, {"start", (hq + hkv) * hd}, {"end", (hq + 2 * hkv) * hd}}, p + "v");
-    q = g.add_op("head_rmsnorm", {q, w(p + "qn", {hd})}, {{"head_dim", hd}}, p + "qn_o");
-    k = g.add_op("head_rmsnorm", {k, w(p + "kn", {hd})}, {{"head_dim", hd}}, p + "kn_o");
-    q = g.add_op("rope", {q, pos}, {{"head_dim", hd}}, p + "q_rot");
-    k = g.add_op("rope", {k, pos}, {{"head_dim", hd}}, p + "k_rot");
-    const TensorId a = g.add_op("attention_decode", {q, k, v, kc, vc, pos},
-                                {{"num_q_heads", hq}, {"num_kv_heads", hkv}, {"head_dim", hd}}, p + "attn");
-    h = g.add_op("linear", {a, w(p + "wo", {d, hq * hd}), kNoTensor, h}, {}, p + "h_attn");
-    const TensorId n2 = g.add_op("rmsnorm", {h, w(p + "n2", {d})}, {}, p + "n2o");
-    const TensorId gu = g.add_op("linear", {n2, w(p + "wgu", {2 * ffn, d})}, {}, p + "gu");
-    const TensorId act = g.add_op("silu_mul", {gu}, {}, p + "act");
-    h = g.add_op("linear", {act, w(p + "wd", {d, ffn}), kNoTensor, h}, {}, p + "h_mlp");
-  }
-  const TensorId logits = g.add_op("linear", {g.add_op("rmsnorm", {h, w("nf", {d})}, {}, "nf_o"), w("lm_head", {vocab, d})}, {}, "logits");
-  g.mark_output(g.add_op("argmax", {logits}, {{"dtype", "i32"}}, "next"), "");
-  return g;
+  DecoderShape s = qwen3_0_6b_shape();
+  s.layers = layers;
+  s.hidden = 256;
+  s.q_heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.ffn = 512;
+  s.vocab = 1000;
+  s.max_seq = 128;
+  s.max_batch = 8;
+  return build_decoder_graph(s);
 }
 
 TEST(Lowering, DecoderLayerIsVerifiedAtEverySmCount) {
@@ -87,7 +64,7 @@ TEST(Lowering, FineGrainedWaits) {
   int32_t act = -1, gu = -1;
   for (size_t n = 0; n < nodes.size(); ++n) {
     if (g.tensor(nodes[n].output).name == "l0.act") act = int32_t(n);
-    if (g.tensor(nodes[n].output).name == "l0.gu") gu = int32_t(n);
+    if (g.tensor(nodes[n].output).name == "l0.gate_up") gu = int32_t(n);
   }
   ASSERT_GE(act, 0);
   const int64_t gu_tiles = l.tg.grids[size_t(gu)].count();

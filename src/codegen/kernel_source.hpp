@@ -1,0 +1,20 @@
+// CUDA source of the persistent megakernel. The graph-specific part is small: the worker loop over the block's
+// queue (wait, run, notify) and a switch over the device ops the graph uses; everything heavy lives in the
+// precompiled device library, and the task tables are data uploaded at load time.
+#pragma once
+
+#include <set>
+#include <string>
+
+namespace weft {
+
+inline constexpr const char* kMegakernelName = "weft_megakernel";
+
+// Source for a kernel that can run tasks of the given device ops (weft_dev_op values).
+std::string generate_megakernel_source(const std::set<int32_t>& dev_ops);
+
+// "weft_dev_linear" for WEFT_DEV_OP_LINEAR, ...
+const char* dev_op_function(int32_t dev_op);
+const char* dev_op_enum(int32_t dev_op);
+
+}  // namespace weft

@@ -1,0 +1,32 @@
+// The decode-step graph of a Llama / Qwen3-style transformer, built from its shape: embedding -> L x (rmsnorm,
+// fused QKV projection, optional q/k head norm (Qwen3), rope, attention over the KV cache with the new k/v
+// appended, output projection + residual, rmsnorm, fused gate/up projection, SwiGLU, down projection +
+// residual) -> final norm -> lm_head -> argmax. Batch is the symbol `batch`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "graph/graph.hpp"
+
+namespace weft {
+
+struct DecoderShape {
+  std::string name = "llama";
+  int64_t layers = 16, hidden = 2048, q_heads = 32, kv_heads = 8, head_dim = 64, ffn = 8192, vocab = 128256;
+  int64_t max_seq = 4096, max_batch = 64;
+  bool qk_norm = false;  // Qwen3
+  double rope_theta = 500000.0;
+  double rms_eps = 1e-5;
+  DType dtype = DType::bf16;
+};
+
+DecoderShape llama_3_2_1b_shape();
+DecoderShape qwen3_0_6b_shape();
+
+// Tensors are named as in HF checkpoints where one exists ("model.layers.3.self_attn.qkv_proj.weight" for the
+// fused projection); inputs are "input_ids" and "positions", states "layers.N.k_cache" / "v_cache", outputs
+// "logits" and "next_token".
+Graph build_decoder_graph(const DecoderShape& s);
+
+}  // namespace weft
