@@ -1,0 +1,89 @@
+// Task tables (the data the megakernel executes) round-trip through their cached binary form, and a damaged
+// blob is refused, never handed to the device; the generated kernel dispatches exactly the ops it needs.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "codegen/kernel_source.hpp"
+#include "core/error.hpp"
+#include "lower/task_graph.hpp"
+#include "models/decoder_graph.hpp"
+#include "schedule/memory_plan.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/task_tables.hpp"
+
+namespace weft {
+namespace {
+
+TaskTables small_tables(int32_t queues) {
+  DecoderShape s = qwen3_0_6b_shape();
+  s.layers = 1;
+  s.hidden = 128;
+  s.q_heads = 2;
+  s.kv_heads = 1;
+  s.head_dim = 64;
+  s.ffn = 256;
+  s.vocab = 300;
+  s.max_seq = 16;
+  s.max_batch = 2;
+  const Graph g = build_decoder_graph(s);
+  TaskGraph tg = lower(g, SymbolValues{2}, LowerOptions{queues});
+  plan_memory(g, tg);
+  finalize_events(tg);
+  return build_task_tables(tg, schedule_static(tg, queues), static_cast<int32_t>(g.tensors().size()));
+}
+
+TEST(TaskTables, RoundTrip) {
+  const TaskTables t = small_tables(7);
+  ASSERT_EQ(t.num_queues(), 7);
+  const std::string blob = serialize_task_tables(t);
+  const TaskTables back = parse_task_tables(blob);
+  EXPECT_EQ(serialize_task_tables(back), blob);
+  EXPECT_EQ(back.tasks.size(), t.tasks.size());
+  EXPECT_EQ(back.num_events, t.num_events);
+  EXPECT_EQ(back.queue_tasks.size(), t.tasks.size()) << "every task is in exactly one queue";
+}
+
+TEST(TaskTables, DamagedBlobsAreRefused) {
+  const std::string blob = serialize_task_tables(small_tables(3));
+  auto refused = [](const std::string& b) {
+    try {
+      parse_task_tables(b);
+      return false;
+    } catch (const Error& e) {
+      return e.status() == Status::cache;
+    }
+  };
+  EXPECT_TRUE(refused(blob.substr(0, blob.size() / 2)));
+  EXPECT_TRUE(refused(blob + "x"));
+  EXPECT_TRUE(refused(""));
+  std::string bad_magic = blob;
+  bad_magic[0] ^= 1;
+  EXPECT_TRUE(refused(bad_magic));
+  // A wait that names an event past the end: header (10 words) + tasks, then the first wait's event.
+  TaskTables t = parse_task_tables(blob);
+  ASSERT_FALSE(t.waits.empty());
+  t.waits[0].event = t.num_events + 5;
+  EXPECT_TRUE(refused(serialize_task_tables(t)));
+  t = parse_task_tables(blob);
+  t.tasks[0].args.in[0] = t.num_slots;
+  EXPECT_TRUE(refused(serialize_task_tables(t)));
+  t = parse_task_tables(blob);
+  t.queue_tasks[0] = static_cast<int32_t>(t.tasks.size());
+  EXPECT_TRUE(refused(serialize_task_tables(t)));
+  t = parse_task_tables(blob);
+  t.tasks[1].wait_count = 1 << 30;
+  EXPECT_TRUE(refused(serialize_task_tables(t)));
+}
+
+TEST(KernelSource, DispatchesTheUsedOpsOnly) {
+  const std::string src = generate_megakernel_source({WEFT_DEV_OP_LINEAR, WEFT_DEV_OP_RMSNORM});
+  EXPECT_NE(src.find("case WEFT_DEV_OP_LINEAR: weft_dev_linear(&t->args, &env, smem)"), std::string::npos) << src;
+  EXPECT_NE(src.find("case WEFT_DEV_OP_RMSNORM: weft_dev_rmsnorm"), std::string::npos);
+  EXPECT_EQ(src.find("weft_dev_attention_decode"), std::string::npos);
+  EXPECT_NE(src.find(kMegakernelName), std::string::npos);
+  EXPECT_THROW(dev_op_function(WEFT_DEV_OP_COUNT), Error);
+}
+
+}  // namespace
+}  // namespace weft
