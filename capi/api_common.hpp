@@ -2,6 +2,7 @@
 // live handles, and `guard`, which turns every C++ exception into a weft_status and a thread-local message.
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -70,6 +71,21 @@ void require_out(T* p, const char* param) {
   if (!p) invalid(std::string("'") + param + "' is NULL; expected a pointer to receive the result");
 }
 std::string require_str(const char* s, const char* param);  // non-NULL string
+
+// A copy of a caller's options struct: NULL gives all-zero defaults; fields past the caller's struct_size (an
+// older header) keep their defaults. `what` names the struct type in the message.
+template <typename Options>
+Options read_options(const Options* given, const char* what) {
+  Options o{};
+  if (!given) return o;
+  const size_t size = given->struct_size;
+  if (size < sizeof(size_t) || size > (size_t{1} << 20))
+    invalid(std::string(what) + "->struct_size is " + std::to_string(size) + "; expected sizeof(" + what + ") (" +
+            std::to_string(sizeof(Options)) + ")");
+  std::memcpy(&o, given, size < sizeof(Options) ? size : sizeof(Options));
+  o.struct_size = sizeof(Options);
+  return o;
+}
 std::string opt_str(const char* s);                         // NULL -> ""
 
 // Tensor ids carry the graph's uid in their high 32 bits and index + 1 in the low 32.

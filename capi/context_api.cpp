@@ -49,14 +49,7 @@ weft_status weft_context_create(const weft_context_options* options, weft_contex
   return guard("weft_context_create", [&] {
     require_out(out, "out");
     auto ctx = std::make_shared<weft_context>();
-    if (options) {
-      if (options->struct_size < sizeof(size_t) || options->struct_size > (size_t{1} << 20))
-        invalid("options->struct_size is " + std::to_string(options->struct_size) +
-                "; expected sizeof(weft_context_options) (" + std::to_string(sizeof(weft_context_options)) + ")");
-      // Copy the fields the caller's struct has; later fields keep their defaults.
-      std::memcpy(&ctx->options, options, std::min(options->struct_size, sizeof(weft_context_options)));
-    }
-    ctx->options.struct_size = sizeof(weft_context_options);
+    ctx->options = read_options(options, "weft_context_options");
     ctx->caller_ref = ctx;
     register_handle(ctx.get());
     *out = ctx.get();

@@ -9,14 +9,15 @@ using namespace weft::capi;
 
 extern "C" {
 
-weft_status weft_host_tensor_from_dlpack(const void* dltensor, weft_host_tensor* out) {
-  return guard("weft_host_tensor_from_dlpack", [&] {
+weft_status weft_tensor_view_from_dlpack(const void* dltensor, weft_tensor_view* out) {
+  return guard("weft_tensor_view_from_dlpack", [&] {
     if (!dltensor) invalid("'dltensor' is NULL; expected a DLTensor");
     const auto* dl = static_cast<const DLTensor*>(dltensor);
     require_out(out, "out");
-    if (dl->device.device_type != kDLCPU && dl->device.device_type != kDLCUDAHost)
-      invalid("DLTensor is on device type " + std::to_string(static_cast<int>(dl->device.device_type)) +
-              "; expected host memory (kDLCPU or kDLCUDAHost) for the reference interpreter");
+    const auto dev = dl->device.device_type;
+    if (dev != kDLCPU && dev != kDLCUDAHost && dev != kDLCUDA && dev != kDLCUDAManaged)
+      invalid("DLTensor is on device type " + std::to_string(static_cast<int>(dev)) +
+              "; expected kDLCPU or kDLCUDAHost (reference runs) or kDLCUDA / kDLCUDAManaged (programs)");
     if (dl->dtype.lanes != 1) invalid("DLTensor has " + std::to_string(dl->dtype.lanes) + " lanes; expected 1");
     weft_dtype dt;
     const int code = dl->dtype.code, bits = dl->dtype.bits;
@@ -55,7 +56,7 @@ weft_status weft_graph_run_reference(const weft_graph* graph, const weft_binding
       h.tensor = decode_tensor(graph, b.tensor, param.c_str());
       if (h.tensor == kNoTensor) invalid(param + " is WEFT_TENSOR_NONE");
       const std::string& name = graph->graph.tensor(h.tensor).name;
-      const weft_host_tensor& v = b.value;
+      const weft_tensor_view& v = b.value;
       h.view.data = v.data;
       h.view.dtype = to_dtype(v.dtype, ("bindings[" + std::to_string(i) + "] ('" + name + "') dtype").c_str());
       if (v.rank < 0 || v.rank > WEFT_MAX_RANK)

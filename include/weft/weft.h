@@ -348,27 +348,29 @@ WEFT_API weft_status weft_graph_from_json(weft_context* context, const char* jso
 /* CPU reference interpreter                                                                       */
 /* ---------------------------------------------------------------------------------------------- */
 
-/* A strided view of host memory. strides (in elements) may be NULL for a dense row-major layout. */
-typedef struct weft_host_tensor {
+/* A strided view of memory: host memory for the reference interpreter, device memory for programs. strides
+ * (in elements) may be NULL for a dense row-major layout; programs accept dense layouts only. */
+typedef struct weft_tensor_view {
   void* data;
   weft_dtype dtype;
   int32_t rank;
   const int64_t* shape;
   const int64_t* strides;
-} weft_host_tensor;
+} weft_tensor_view;
 
-/* A tensor bound to host memory for one run. */
+/* A tensor bound to memory for one run. */
 typedef struct weft_binding {
   weft_tensor tensor;
-  weft_host_tensor value;
+  weft_tensor_view value;
 } weft_binding;
 
-/* Fills *out as a view of a DLPack tensor on the CPU (kDLCPU, kDLCUDAHost) with a dtype weft knows.
+/* Fills *out as a view of a DLPack tensor (host: kDLCPU, kDLCUDAHost; device: kDLCUDA, kDLCUDAManaged) with a
+ * dtype weft knows.
  * `dltensor` points to a `DLTensor` (dlpack.h); it is typed void* because DLPack releases disagree on
  * whether the struct has a tag, and weft does not make callers include dlpack.h. The view borrows the
  * DLTensor's data, shape and strides: keep it alive while *out is used.
- * Errors: INVALID_ARGUMENT naming what is unsupported (device, dtype, lanes). */
-WEFT_API weft_status weft_host_tensor_from_dlpack(const void* dltensor, weft_host_tensor* out);
+ * Errors: INVALID_ARGUMENT naming what is unsupported (device type, dtype, lanes). */
+WEFT_API weft_status weft_tensor_view_from_dlpack(const void* dltensor, weft_tensor_view* out);
 
 /* Runs the graph on the CPU reference interpreter (fp32 arithmetic, results rounded to each tensor's
  * dtype, as the GPU stores them). Every INPUT, WEIGHT, STATE and output tensor must be bound exactly once.
@@ -379,6 +381,80 @@ WEFT_API weft_status weft_host_tensor_from_dlpack(const void* dltensor, weft_hos
  * precondition failed (an id or position out of range). Outputs may be partly written on error. */
 WEFT_API weft_status weft_graph_run_reference(const weft_graph* graph, const weft_binding* bindings,
                                               int32_t num_bindings);
+
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Compiling: graph -> persistent megakernel cubin (NVRTC + nvJitLink), through the kernel cache    */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct weft_compile_options {
+  size_t struct_size;   /* sizeof(weft_compile_options) */
+  const char* arch;     /* "sm_80", "sm_90a" or "sm_100a"; NULL means "sm_90a" */
+  int32_t num_sms;      /* queues / persistent blocks; 0 means the arch's usual SM count */
+  int32_t disable_cache; /* nonzero: neither read nor write the kernel cache */
+} weft_compile_options;
+
+typedef struct weft_compile_report {
+  size_t struct_size; /* set by the caller to sizeof(weft_compile_report) */
+  int64_t num_tasks, num_events, num_queues, arena_bytes, cubin_bytes;
+  double total_ms;    /* the whole call */
+  double lower_ms;    /* lowering, memory plan, schedule and verification (0 on a cache hit) */
+  double compile_ms;  /* NVRTC + nvJitLink (0 on a cache hit) */
+  int32_t cache_hit;
+  char key[33];       /* the cache key, 32 hex digits */
+} weft_compile_report;
+
+/* Compiles `graph` for every symbol at its maximum, without a GPU: lowering into tile tasks, verification on
+ * the CPU simulator, code generation, NVRTC + nvJitLink, all behind the kernel cache ($WEFT_CACHE_DIR, default
+ * $XDG_CACHE_HOME/weft; WEFT_CACHE=off disables it). `options` may be NULL. Fills *report.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (an op instance the device library cannot run),
+ * COMPILE (with the NVRTC / nvJitLink log), CACHE (a cache folder that is not private to the user).
+ * Thread-safety: the graph is only read. */
+WEFT_API weft_status weft_graph_compile(const weft_graph* graph, const weft_compile_options* options,
+                                        weft_compile_report* report);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Programs: a compiled graph loaded on a GPU                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Number of CUDA devices. Without a driver or GPU: *out = 0 and WEFT_ERROR_CUDA with the reason. */
+WEFT_API weft_status weft_device_count(int32_t* out);
+
+typedef struct weft_program weft_program;
+
+typedef struct weft_program_options {
+  size_t struct_size;     /* sizeof(weft_program_options) */
+  int32_t device_ordinal; /* >= 0: that device's primary context; -1: the calling thread's current context
+                             (or device 0 when none is current) */
+  const char* arch;       /* NULL: the device's own */
+  int32_t watchdog_ms;    /* 0: $WEFT_WATCHDOG_MS, else 5000 */
+  int32_t disable_cache;  /* nonzero: no kernel cache */
+} weft_program_options;
+
+/* Creates a program for `graph` (copied: later changes to the graph do not affect it). Kernels are compiled per
+ * concrete shape on the first run that needs them. `options` may be NULL (device -1, defaults).
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT, CUDA (no driver or device), CACHE.
+ * *out owns the program; release it with weft_program_destroy. */
+WEFT_API weft_status weft_program_create(const weft_graph* graph, const weft_program_options* options,
+                                         weft_program** out);
+
+/* Waits for the program's launches to finish, then frees it. NULL is a no-op. */
+WEFT_API void weft_program_destroy(weft_program* program);
+
+/* Runs the graph once on `stream` (a CUstream; NULL is the legacy default stream). Every INPUT, WEIGHT, STATE
+ * and output tensor is bound once to dense device memory (caller-owned, valid until the run completes).
+ * Checks dtypes, shapes and symbol ranges before launching; compiles (or loads from the cache) the kernel for
+ * a new shape, which blocks; otherwise does no host synchronization. Device-side failures (the watchdog, an id
+ * or position out of range) are reported by the next weft_program_synchronize.
+ * Thread-safety: calls on one program are serialized; run a program on one stream at a time. */
+WEFT_API weft_status weft_program_run(weft_program* program, const weft_binding* bindings, int32_t num_bindings,
+                                      void* stream);
+
+/* Waits for `stream` and reports a device-side failure of an earlier run: WEFT_ERROR_DEADLOCK (the watchdog
+ * stopped a task that waited longer than the bound; the message names the task and the event) or
+ * WEFT_ERROR_INVALID_ARGUMENT (an embedding id or attention position out of range, naming the row). The
+ * program stays usable afterwards. */
+WEFT_API weft_status weft_program_synchronize(weft_program* program, void* stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

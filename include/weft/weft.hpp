@@ -84,7 +84,7 @@ class Bindings {
   Bindings& add(weft_tensor t, void* data, weft_dtype dtype, std::vector<int64_t> shape) {
     shapes_.push_back(std::move(shape));
     const std::vector<int64_t>& s = shapes_.back();
-    bindings_.push_back(weft_binding{t, weft_host_tensor{data, dtype, static_cast<int32_t>(s.size()), s.data(), nullptr}});
+    bindings_.push_back(weft_binding{t, weft_tensor_view{data, dtype, static_cast<int32_t>(s.size()), s.data(), nullptr}});
     return *this;
   }
   Bindings& add(weft_tensor t, std::vector<float>& v, std::vector<int64_t> shape) {

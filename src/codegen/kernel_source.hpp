@@ -10,8 +10,13 @@ namespace weft {
 
 inline constexpr const char* kMegakernelName = "weft_megakernel";
 
-// Source for a kernel that can run tasks of the given device ops (weft_dev_op values).
-std::string generate_megakernel_source(const std::set<int32_t>& dev_ops);
+// Kernel parameters hold at most 32764 bytes (CUDA 12.1+): the slot table plus the other arguments.
+inline constexpr int32_t kMaxSlots = 4000;
+
+// Source for a kernel that can run tasks of the given device ops (weft_dev_op values) over `num_slots` tensors.
+// Parameters, in order: tasks, waits, notifies, queue_offsets, queue_tasks, events, the slot table (by value),
+// epoch, timeout_cycles, error, error_info.
+std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t num_slots);
 
 // "weft_dev_linear" for WEFT_DEV_OP_LINEAR, ...
 const char* dev_op_function(int32_t dev_op);

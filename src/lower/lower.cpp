@@ -42,13 +42,76 @@ void estimate_cost(const Graph& g, const Node& n, const OpLowering& rule, const 
 
 }  // namespace
 
-std::vector<TaskWait> TaskGraph::node_done_waits(int32_t node) const {
-  std::vector<TaskWait> w;
-  const TileGrid& gr = grids[static_cast<size_t>(node)];
-  for (int64_t rb = 0; rb < gr.row_blocks(); ++rb)
-    w.push_back(TaskWait{row_block_event_base[static_cast<size_t>(node)] + static_cast<int32_t>(rb), static_cast<uint32_t>(gr.col_tiles())});
-  return w;
+TaskWait TaskGraph::node_done_wait(int32_t node) const {
+  return TaskWait{node_event[static_cast<size_t>(node)], static_cast<uint32_t>(grids[static_cast<size_t>(node)].count())};
 }
+
+void TaskGraph::add_ordering_wait(int32_t node, int32_t on) {
+  if (node == on || fully_waits[static_cast<size_t>(node)][static_cast<size_t>(on)]) return;
+  const TaskWait w = node_done_wait(on);
+  for (int32_t t = first_task[static_cast<size_t>(node)]; t < static_cast<int32_t>(tasks.size()) && tasks[static_cast<size_t>(t)].node == node; ++t) {
+    auto& waits = tasks[static_cast<size_t>(t)].waits;
+    if (std::none_of(waits.begin(), waits.end(), [&](const TaskWait& x) { return x.event == w.event; })) waits.push_back(w);
+  }
+}
+
+namespace {
+
+// Node-level closure of "every task of x has (transitively) waited for every task of y". Seeds: each task of x
+// waits for all tiles of y, or each task of x waits for some task of a node y' that fully waits for y. Closure:
+// once every task of y is known done, so is every node whose tiles y's tasks waited for together, and
+// everything y fully waits for.
+void compute_full_waits(TaskGraph& tg) {
+  const size_t nodes = tg.grids.size();
+  std::vector<std::vector<int32_t>> direct(nodes), together(nodes), touched_by_all(nodes);
+  for (size_t x = 0; x < nodes; ++x) {
+    std::vector<bool> every_task(nodes, true), seen(nodes, false), touched_by_every(nodes, true);
+    std::vector<std::vector<bool>> union_tiles(nodes);
+    for (int32_t t = tg.first_task[x]; t < static_cast<int32_t>(tg.tasks.size()) && tg.tasks[static_cast<size_t>(t)].node == static_cast<int32_t>(x); ++t) {
+      std::vector<std::vector<bool>> tiles(nodes);
+      for (const TaskWait& w : tg.tasks[static_cast<size_t>(t)].waits) {
+        const EventDesc& e = tg.events[static_cast<size_t>(w.event)];
+        const auto y = static_cast<size_t>(e.node);
+        const TileGrid& gy = tg.grids[y];
+        if (tiles[y].empty()) tiles[y].assign(static_cast<size_t>(gy.count()), false);
+        if (union_tiles[y].empty()) union_tiles[y].assign(static_cast<size_t>(gy.count()), false);
+        seen[y] = true;
+        const int64_t first = e.kind == EventKind::node ? 0 : e.kind == EventKind::row_block ? e.row_block * gy.col_tiles() : e.row_block * gy.col_tiles() + e.col_tile;
+        const int64_t count = e.kind == EventKind::node ? gy.count() : e.kind == EventKind::row_block ? gy.col_tiles() : 1;
+        for (int64_t k = first; k < first + count; ++k) tiles[y][static_cast<size_t>(k)] = union_tiles[y][static_cast<size_t>(k)] = true;
+      }
+      for (size_t y = 0; y < nodes; ++y) {
+        if (tiles[y].empty()) touched_by_every[y] = false;
+        if (tiles[y].empty() || std::find(tiles[y].begin(), tiles[y].end(), false) != tiles[y].end()) every_task[y] = false;
+      }
+    }
+    for (size_t y = 0; y < x; ++y) {
+      if (!seen[y]) continue;
+      if (every_task[y]) direct[x].push_back(static_cast<int32_t>(y));
+      if (touched_by_every[y]) touched_by_all[x].push_back(static_cast<int32_t>(y));
+      if (std::find(union_tiles[y].begin(), union_tiles[y].end(), false) == union_tiles[y].end()) together[x].push_back(static_cast<int32_t>(y));
+    }
+  }
+  tg.fully_waits.assign(nodes, std::vector<bool>(nodes, false));
+  for (size_t x = 0; x < nodes; ++x) {
+    std::vector<int32_t> work = direct[x];
+    auto& full = tg.fully_waits[x];
+    for (int32_t y : touched_by_all[x])
+      for (size_t z = 0; z < static_cast<size_t>(y); ++z)
+        if (tg.fully_waits[static_cast<size_t>(y)][z]) work.push_back(static_cast<int32_t>(z));
+    while (!work.empty()) {
+      const auto y = static_cast<size_t>(work.back());
+      work.pop_back();
+      if (full[y]) continue;
+      full[y] = true;
+      for (int32_t z : together[y]) work.push_back(z);
+      for (size_t z = 0; z < y; ++z)
+        if (tg.fully_waits[y][z] && !full[z]) work.push_back(static_cast<int32_t>(z));
+    }
+  }
+}
+
+}  // namespace
 
 TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions& options) {
   g.validate();
@@ -66,6 +129,8 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
     LowerCtx c(g, nodes[n], tg.shapes, options);
     TileGrid grid = rule->grid(c);
     tg.grids.push_back(grid);
+    ev.node_event.push_back(static_cast<int32_t>(all_events.size()));
+    all_events.push_back(EventDesc{static_cast<int32_t>(n), EventKind::node, 0, 0, static_cast<uint32_t>(grid.count())});
     ev.row_block_event_base.push_back(static_cast<int32_t>(all_events.size()));
     for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)
       all_events.push_back(EventDesc{static_cast<int32_t>(n), EventKind::row_block, rb, 0, static_cast<uint32_t>(grid.col_tiles())});
@@ -115,8 +180,10 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
           const TensorDesc& d = g.tensor(in);
           if (d.kind == TensorKind::state) {  // written by another node: wait for all of it
             auto it = state_writer.find(in);
-            if (it != state_writer.end() && it->second < static_cast<int32_t>(n))
-              for (const TaskWait& w : tg.node_done_waits(it->second)) waits.insert({w.event, w.count});
+            if (it != state_writer.end() && it->second < static_cast<int32_t>(n)) {
+              const TaskWait w = tg.node_done_wait(it->second);
+              waits.insert({w.event, w.count});
+            }
             continue;
           }
           if (d.producer < 0) continue;  // inputs and weights are ready before launch
@@ -147,16 +214,13 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
         tg.reads.push_back(std::move(reads));
       }
   }
+  compute_full_waits(tg);
   // Write-after-read on state tensors: the writer waits for every node that reads the state before it.
   for (const auto& [tensor, writer] : state_writer)
     for (int32_t r = 0; r < writer; ++r) {
       const auto& ins = nodes[static_cast<size_t>(r)].inputs;
-      if (std::find(ins.begin(), ins.end(), tensor) == ins.end()) continue;
-      const auto extra = tg.node_done_waits(r);
-      for (int32_t t = tg.first_task[static_cast<size_t>(writer)]; t < static_cast<int32_t>(tg.tasks.size()) && tg.tasks[static_cast<size_t>(t)].node == writer; ++t)
-        tg.tasks[static_cast<size_t>(t)].waits.insert(tg.tasks[static_cast<size_t>(t)].waits.end(), extra.begin(), extra.end());
+      if (std::find(ins.begin(), ins.end(), tensor) != ins.end()) tg.add_ordering_wait(writer, r);
     }
-
   return tg;
 }
 
@@ -177,11 +241,14 @@ void finalize_events(TaskGraph& tg) {
     const auto node = static_cast<size_t>(t.node);
     const int32_t rb_event = remap[static_cast<size_t>(tg.row_block_event_base[node] + rb)];
     const int32_t tile_event = remap[static_cast<size_t>(tg.tile_event_base[node] + rb * grid.col_tiles() + ct)];
+    const int32_t node_event = remap[static_cast<size_t>(tg.node_event[node])];
     t.notifies.clear();
+    if (node_event >= 0) t.notifies.push_back(node_event);
     if (rb_event >= 0) t.notifies.push_back(rb_event);
     if (tile_event >= 0) t.notifies.push_back(tile_event);
   }
   tg.events = std::move(kept);
+  tg.node_event.clear();
   tg.row_block_event_base.clear();
   tg.tile_event_base.clear();
 }

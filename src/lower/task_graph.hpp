@@ -42,6 +42,7 @@ struct TileGrid {
 enum class EventKind : int32_t {
   tile,       // one producer tile; reaches 1 per launch
   row_block,  // every tile of one row block of a node; reaches col_tiles per launch
+  node,       // every tile of a node; reaches its tile count per launch (ordering without data: reuse, state)
 };
 
 struct EventDesc {
@@ -80,11 +81,16 @@ struct TaskGraph {
   std::vector<int32_t> first_task;       // per node: index of its first task; tasks of a node are contiguous
   std::vector<std::vector<int64_t>> shapes;  // concrete shape of every tensor
   std::vector<std::vector<ReadSet>> reads;   // per task: what it reads of produced tensors (for verification)
-  // Until finalize_events: per node, the index of its first row-block event and of its first tile event.
-  std::vector<int32_t> row_block_event_base, tile_event_base;
+  // Until finalize_events: per node, its node event and the index of its first row-block and tile events.
+  std::vector<int32_t> node_event, row_block_event_base, tile_event_base;
+  // fully_waits[x][y]: every task of node x (transitively) waits for every task of node y, so an ordering
+  // wait from x on y is redundant.
+  std::vector<std::vector<bool>> fully_waits;
 
-  // The row-block events of a node (all of its tiles), as waits. Valid until finalize_events.
-  std::vector<TaskWait> node_done_waits(int32_t node) const;
+  // A wait for every task of `node` (its node event). Valid until finalize_events.
+  TaskWait node_done_wait(int32_t node) const;
+  // Adds to every task of `node` a wait for all of `on`, unless already implied. Valid until finalize_events.
+  void add_ordering_wait(int32_t node, int32_t on);
 
   std::string event_name(const Graph& g, int32_t event) const;  // "h2 tile (0, 3)" / "h2 row block 0"
   std::string task_name(const Graph& g, int32_t task) const;    // "linear 'h2' tile [0,1)x[64,128)"

@@ -17,6 +17,7 @@ std::string node_str(const Graph& g, int32_t node) {
 std::string TaskGraph::event_name(const Graph& g, int32_t event) const {
   const EventDesc& e = events[static_cast<size_t>(event)];
   std::string s = "event " + std::to_string(event) + " of " + node_str(g, e.node);
+  if (e.kind == EventKind::node) return s + " (all tiles)";
   if (e.kind == EventKind::row_block) return s + " (row block " + std::to_string(e.row_block) + ")";
   return s + " (tile " + std::to_string(e.row_block) + ", " + std::to_string(e.col_tile) + ")";
 }

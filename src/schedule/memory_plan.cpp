@@ -64,15 +64,8 @@ MemoryPlan plan_memory(const Graph& g, TaskGraph& tg) {
     for (const Placed& a : placed) {
       if (a.t == b.t || a.end <= b.begin || b.end <= a.begin || a.last >= b.first) continue;
       plan.shares_with[static_cast<size_t>(b.t)].push_back(a.t);
-      std::set<int32_t> guard_nodes(readers[static_cast<size_t>(a.t)].begin(), readers[static_cast<size_t>(a.t)].end());
-      guard_nodes.insert(a.first);
-      for (int32_t task = tg.first_task[static_cast<size_t>(b.first)];
-           task < static_cast<int32_t>(tg.tasks.size()) && tg.tasks[static_cast<size_t>(task)].node == b.first; ++task) {
-        auto& waits = tg.tasks[static_cast<size_t>(task)].waits;
-        for (int32_t n : guard_nodes)
-          for (const TaskWait& w : tg.node_done_waits(n))
-            if (std::none_of(waits.begin(), waits.end(), [&](const TaskWait& x) { return x.event == w.event; })) waits.push_back(w);
-      }
+      tg.add_ordering_wait(b.first, a.first);
+      for (int32_t r : readers[static_cast<size_t>(a.t)]) tg.add_ordering_wait(b.first, r);
     }
   return plan;
 }

@@ -52,7 +52,7 @@ inline weft_dim sym(const char* s) { return weft_dim{s, 0}; }
 
 inline weft_binding bind(weft_tensor t, void* data, weft_dtype dt, const std::vector<int64_t>& shape,
                          const int64_t* strides = nullptr) {
-  return weft_binding{t, weft_host_tensor{data, dt, static_cast<int32_t>(shape.size()), shape.data(), strides}};
+  return weft_binding{t, weft_tensor_view{data, dt, static_cast<int32_t>(shape.size()), shape.data(), strides}};
 }
 
 }  // namespace weft_test

@@ -29,7 +29,7 @@ TEST(CapiBasics, NullHandlesAndOutputs) {
   EXPECT_WEFT_ERROR(weft_graph_declare_symbol(nullptr, "b", 1, 2), WEFT_ERROR_INVALID_HANDLE, "'graph' is NULL");
   EXPECT_WEFT_ERROR(weft_graph_validate(nullptr), WEFT_ERROR_INVALID_HANDLE, "graph");
   EXPECT_WEFT_ERROR(weft_graph_run_reference(nullptr, nullptr, 0), WEFT_ERROR_INVALID_HANDLE, "graph");
-  EXPECT_WEFT_ERROR(weft_host_tensor_from_dlpack(nullptr, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "dltensor");
+  EXPECT_WEFT_ERROR(weft_tensor_view_from_dlpack(nullptr, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "dltensor");
   // Destroying NULL is a no-op.
   weft_graph_destroy(nullptr);
   weft_context_destroy(nullptr);

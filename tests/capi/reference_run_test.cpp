@@ -77,21 +77,21 @@ TEST_F(ReferenceRun, StridedAndDlpackViews) {
   dl.ndim = 2;
   dl.dtype = DLDataType{kDLFloat, 32, 1};
   dl.shape = ws.data();
-  weft_host_tensor wview{};
-  ASSERT_WEFT_OK(weft_host_tensor_from_dlpack(&dl, &wview));
+  weft_tensor_view wview{};
+  ASSERT_WEFT_OK(weft_tensor_view_from_dlpack(&dl, &wview));
   const weft_binding bs_[] = {bind(x, xt.data(), WEFT_DTYPE_F32, xs, xstr.data()), weft_binding{w, wview},
                               bind(b, bv.data(), WEFT_DTYPE_F32, bs), bind(y, yv.data(), WEFT_DTYPE_F32, ys)};
   ASSERT_WEFT_OK(weft_graph_run_reference(g, bs_, 4));
   const auto want = expected(batch);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(yv[i], want[i], 1e-5 * (1 + std::fabs(want[i]))) << i;
 
-  dl.device = DLDevice{kDLCUDA, 0};
-  EXPECT_WEFT_ERROR(weft_host_tensor_from_dlpack(&dl, &wview), WEFT_ERROR_INVALID_ARGUMENT, "device type 2", "host memory");
+  dl.device = DLDevice{kDLOpenCL, 0};
+  EXPECT_WEFT_ERROR(weft_tensor_view_from_dlpack(&dl, &wview), WEFT_ERROR_INVALID_ARGUMENT, "device type 4", "kDLCUDA");
   dl.device = DLDevice{kDLCPU, 0};
   dl.dtype = DLDataType{kDLFloat, 64, 1};
-  EXPECT_WEFT_ERROR(weft_host_tensor_from_dlpack(&dl, &wview), WEFT_ERROR_INVALID_ARGUMENT, "64 bits", "not supported");
+  EXPECT_WEFT_ERROR(weft_tensor_view_from_dlpack(&dl, &wview), WEFT_ERROR_INVALID_ARGUMENT, "64 bits", "not supported");
   dl.dtype = DLDataType{kDLFloat, 32, 4};
-  EXPECT_WEFT_ERROR(weft_host_tensor_from_dlpack(&dl, &wview), WEFT_ERROR_INVALID_ARGUMENT, "4 lanes");
+  EXPECT_WEFT_ERROR(weft_tensor_view_from_dlpack(&dl, &wview), WEFT_ERROR_INVALID_ARGUMENT, "4 lanes");
 }
 
 TEST_F(ReferenceRun, BindingErrorsNameTensorAndDim) {
@@ -125,7 +125,7 @@ TEST_F(ReferenceRun, BindingErrorsNameTensorAndDim) {
                     "bindings[0].tensor is WEFT_TENSOR_NONE");
   EXPECT_WEFT_ERROR(weft_graph_run_reference(g, nullptr, 2), WEFT_ERROR_INVALID_ARGUMENT, "bindings is NULL");
   const int64_t zero_shape[] = {0, kIn};
-  weft_binding zb{x, weft_host_tensor{xv.data(), WEFT_DTYPE_F32, 2, zero_shape, nullptr}};
+  weft_binding zb{x, weft_tensor_view{xv.data(), WEFT_DTYPE_F32, 2, zero_shape, nullptr}};
   EXPECT_WEFT_ERROR(run({zb, wb, bb, yb}), WEFT_ERROR_INVALID_ARGUMENT, "input 'x' dim 0 (symbol 'batch') is 0");
 }
 

@@ -14,11 +14,13 @@ namespace weft::test {
 struct RandomGraphOptions {
   int min_ops = 3, max_ops = 24;
   bool symbolic_batch = true;
+  bool argmax_feeds_embedding = true;  // off for device-vs-reference runs: a near-tie would change everything after
+  DType dtype = DType::bf16;
 };
 
 class RandomGraphBuilder {
  public:
-  RandomGraphBuilder(uint32_t seed, RandomGraphOptions o = {}) : rng_(seed), o_(o) {}
+  RandomGraphBuilder(uint32_t seed, RandomGraphOptions o = {}) : rng_(seed), o_(o), dtype_(o.dtype) {}
 
   Graph build() {
     Graph g("random");
@@ -94,7 +96,9 @@ class RandomGraphBuilder {
       case 10: return keep(g.add_op("slice", {x}, {{"axis", 1}, {"start", 0}, {"end", c / 2}}, name("sl")));
       case 11: return keep(g.add_op("concat", {x, any_float()}, {{"axis", 1}}, name("cat")));
       case 12: {  // argmax feeding an embedding: a dataflow through integer tensors
-        const TensorId ids = keep(g.add_op("argmax", {x}, {{"dtype", "i32"}}, name("am")));
+        const TensorId am = keep(g.add_op("argmax", {x}, {{"dtype", "i32"}}, name("am")));
+        const TensorId ids = o_.argmax_feeds_embedding ? am : positions_;
+        if (!o_.argmax_feeds_embedding) g.mark_output(am, "");
         return keep(g.add_op("embedding", {weight({c, pick({8, 16})}), ids}, {}, name("emb")));
       }
       case 13: {  // attention over a fresh KV cache: q = x (2 heads of 4), k = v = slices of x
@@ -128,7 +132,7 @@ class RandomGraphBuilder {
   std::mt19937 rng_;
   RandomGraphOptions o_;
   Graph* g_ = nullptr;
-  DType dtype_ = DType::bf16;
+  DType dtype_;
   Dim batch_;
   TensorId positions_ = kNoTensor;
   std::vector<TensorId> floats_, ints_;

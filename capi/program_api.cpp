@@ -1,0 +1,134 @@
+// C API: compiling graphs to megakernels, devices, programs.
+#include <cstring>
+
+#include "capi/api_common.hpp"
+#include "pipeline/compile_graph.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/program.hpp"
+
+using namespace weft;
+using namespace weft::capi;
+
+struct weft_program {
+  std::unique_ptr<Program> program;
+  const weft_graph* graph = nullptr;  // only to decode tensor ids; the program holds its own copy of the graph
+  uint32_t graph_uid = 0;
+};
+
+namespace {
+
+weft_program* live_program(weft_program* p) {
+  if (!p) fail(Status::invalid_handle, "'program' is NULL; expected a program from weft_program_create");
+  if (!is_live(p)) fail(Status::invalid_handle, "'program' is not a live program (destroyed or never created)");
+  return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+weft_status weft_graph_compile(const weft_graph* graph, const weft_compile_options* options, weft_compile_report* report) {
+  return guard("weft_graph_compile", [&] {
+    live_graph(graph, "graph");
+    require_out(report, "report");
+    if (report->struct_size < sizeof(weft_compile_report))
+      invalid("report->struct_size is " + std::to_string(report->struct_size) + "; expected sizeof(weft_compile_report)");
+    const auto o = read_options(options, "weft_compile_options");
+    CompileRequest req;
+    req.arch = o.arch ? o.arch : "sm_90a";
+    req.num_sms = o.num_sms;
+    if (o.num_sms < 0) invalid("num_sms is " + std::to_string(o.num_sms) + "; expected 0 (the arch's) or a positive count");
+    std::unique_ptr<cache::KernelCache> cache = o.disable_cache ? nullptr : cache::open_kernel_cache();
+    const CompileResult r = compile_graph(graph->graph, req, cache.get());
+    weft_compile_report out{};
+    out.struct_size = sizeof out;
+    out.num_tasks = r.num_tasks;
+    out.num_events = r.num_events;
+    out.num_queues = r.num_queues;
+    out.arena_bytes = r.arena_bytes;
+    out.cubin_bytes = static_cast<int64_t>(r.cubin.size());
+    out.total_ms = r.total_ms;
+    out.lower_ms = r.lower_ms;
+    out.compile_ms = r.compile_ms;
+    out.cache_hit = r.cache_hit ? 1 : 0;
+    std::snprintf(out.key, sizeof out.key, "%s", r.key_hex.c_str());
+    *report = out;
+  });
+}
+
+weft_status weft_device_count(int32_t* out) {
+  return guard("weft_device_count", [&] {
+    require_out(out, "out");
+    *out = 0;
+    std::string why;
+    if (!cuda_available(&why)) fail(Status::cuda, why);
+    int n = 0;
+    check_cu(driver().device_get_count(&n), "cuDeviceGetCount");
+    *out = n;
+  });
+}
+
+weft_status weft_program_create(const weft_graph* graph, const weft_program_options* options, weft_program** out) {
+  return guard("weft_program_create", [&] {
+    live_graph(graph, "graph");
+    require_out(out, "out");
+    weft_program_options o = read_options(options, "weft_program_options");
+    if (!options) o.device_ordinal = -1;
+    ProgramOptions po;
+    po.arch = o.arch ? o.arch : "";
+    po.watchdog_ms = o.watchdog_ms;
+    po.use_cache = o.disable_cache == 0;
+    if (o.watchdog_ms < 0) invalid("watchdog_ms is " + std::to_string(o.watchdog_ms) + "; expected 0 (default) or more");
+    auto p = std::make_unique<weft_program>();
+    p->program = std::make_unique<Program>(DeviceContext::open(o.device_ordinal), graph->graph, po);
+    p->graph = graph;
+    p->graph_uid = graph->uid;
+    register_handle(p.get());
+    *out = p.release();
+  });
+}
+
+void weft_program_destroy(weft_program* program) {
+  if (!program || !unregister_handle(program)) return;
+  delete program;
+}
+
+weft_status weft_program_run(weft_program* program, const weft_binding* bindings, int32_t num_bindings, void* stream) {
+  return guard("weft_program_run", [&] {
+    live_program(program);
+    if (num_bindings < 0) invalid("num_bindings is " + std::to_string(num_bindings) + "; expected >= 0");
+    if (num_bindings > 0 && !bindings) invalid("bindings is NULL with num_bindings " + std::to_string(num_bindings));
+    const Graph& g = program->program->graph();
+    std::vector<DeviceBinding> db;
+    db.reserve(static_cast<size_t>(num_bindings));
+    for (int32_t i = 0; i < num_bindings; ++i) {
+      const weft_binding& b = bindings[i];
+      const std::string param = "bindings[" + std::to_string(i) + "].tensor";
+      // Tensor ids are those of the graph the program was made from.
+      const auto uid = static_cast<uint32_t>(b.tensor >> 32);
+      const auto index = static_cast<uint32_t>(b.tensor & 0xffffffffu);
+      if (b.tensor == WEFT_TENSOR_NONE) invalid(param + " is WEFT_TENSOR_NONE");
+      if (uid != program->graph_uid || index == 0 || index > g.tensors().size())
+        invalid(param + " is not a tensor of the graph this program was created from");
+      DeviceBinding d;
+      d.tensor = static_cast<TensorId>(index - 1);
+      const weft_tensor_view& v = b.value;
+      const std::string& name = g.tensor(d.tensor).name;
+      d.view.data = v.data;
+      d.view.dtype = to_dtype(v.dtype, ("bindings[" + std::to_string(i) + "] ('" + name + "') dtype").c_str());
+      if (v.rank < 0 || v.rank > WEFT_MAX_RANK)
+        invalid("binding of '" + name + "': rank " + std::to_string(v.rank) + " is out of range; expected 0 to " + std::to_string(WEFT_MAX_RANK));
+      if (v.rank > 0 && !v.shape) invalid("binding of '" + name + "': shape is NULL for rank " + std::to_string(v.rank));
+      d.view.shape.assign(v.shape, v.shape + v.rank);
+      if (v.strides) d.view.strides.assign(v.strides, v.strides + v.rank);
+      db.push_back(std::move(d));
+    }
+    program->program->run(db, static_cast<CUstream>(stream));
+  });
+}
+
+weft_status weft_program_synchronize(weft_program* program, void* stream) {
+  return guard("weft_program_synchronize", [&] { live_program(program)->program->synchronize(static_cast<CUstream>(stream)); });
+}
+
+}  // extern "C"

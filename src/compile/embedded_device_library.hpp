@@ -1,0 +1,32 @@
+// The device library as libweft carries it (generated at build time by cmake/embed_device_library.cmake
+// from src/device): the headers a generated kernel may include, one precompiled relocatable cubin per
+// supported architecture, and a version naming exactly these bytes.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+namespace weft::devlib {
+
+struct EmbeddedFile {
+  const char* name;  // the name an #include uses, e.g. "weft_device.h"
+  const char* data;
+  size_t size;
+};
+
+struct EmbeddedBinary {
+  const unsigned char* data;  // nullptr when the architecture is not embedded
+  size_t size;
+};
+
+// Headers NVRTC may include: weft_device.h and what it includes, and common.cuh (inline helpers).
+const std::vector<EmbeddedFile>& headers();
+
+// The relocatable cubin of the device library for `arch` ("sm_90a", ...).
+EmbeddedBinary library_cubin(std::string_view arch);
+
+// Hex digest over every device source and cubin.
+const char* version();
+
+}  // namespace weft::devlib

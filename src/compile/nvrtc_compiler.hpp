@@ -1,0 +1,41 @@
+// Generated CUDA source -> cubin: NVRTC compiles the (small) generated kernel to relocatable device code,
+// nvJitLink links it with the device library, which was compiled once per architecture at build time and is
+// embedded in libweft (src/compile/embedded_device_library.hpp). Only the generated part is compiled per
+// JIT call. Thread-safe: every call uses its own NVRTC program and nvJitLink handle.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace weft {
+
+struct CompileOptions {
+  std::string arch;                      // "sm_80", "sm_90a" or "sm_100a" (see supported_archs())
+  bool line_info = false;                // -lineinfo for the generated part (profilers, sanitizer)
+  std::vector<std::string> extra_flags;  // appended to NVRTC's options
+};
+
+struct CompiledKernel {
+  std::vector<char> cubin;  // linked, loadable ELF for `arch`
+  std::string log;          // NVRTC and nvJitLink messages (warnings), empty when both were silent
+  double compile_ms = 0;    // NVRTC
+  double link_ms = 0;       // nvJitLink
+};
+
+// Compiles `generated_source` (which includes "weft_device.h") for options.arch and links it with the
+// device library. Throws weft::Error:
+//   Status::unsupported  options.arch is not one of supported_archs();
+//   Status::compile      NVRTC or nvJitLink failed; the message holds the full log.
+// With $WEFT_DUMP_DIR set, writes <hash>_kernel.cu, <hash>_nvrtc.log and <hash>_nvjitlink.log there (and
+// <hash>_kernel.cubin on success), <hash> being a short hash of the source and the options.
+CompiledKernel compile_kernel(const std::string& generated_source, const CompileOptions& options);
+
+// Hash of the embedded device library (sources and cubins): part of every cache key.
+std::string device_library_version();
+// "major.minor" of the NVRTC / nvJitLink libraries loaded at run time.
+std::string nvrtc_version();
+std::string nvjitlink_version();
+// The architectures the device library is built for.
+std::vector<std::string> supported_archs();
+
+}  // namespace weft

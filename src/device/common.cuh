@@ -1,0 +1,283 @@
+// Helpers shared by the device ops: dtype conversions, 16-byte vector loads/stores, warp and block
+// reductions, block-wide copies and the task's tile geometry. Everything here is internal to the device
+// library (namespace weft_dev); only the extern "C" weft_dev_* entry points are its interface.
+#ifndef WEFT_DEVICE_COMMON_CUH
+#define WEFT_DEVICE_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "config.cuh"
+
+extern "C" __device__ void weft_dev_record_error(const weft_env* env, unsigned int code, unsigned int info1,
+                                                 unsigned int info2, unsigned int info3);
+
+namespace weft_dev {
+
+typedef long long i64;
+typedef unsigned long long u64;
+typedef __nv_bfloat16 bf16;
+typedef __half f16;
+
+#define WEFT_FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ int tid() { return static_cast<int>(threadIdx.x); }
+__device__ __forceinline__ int lane() { return static_cast<int>(threadIdx.x) & (WEFT_WARP_THREADS - 1); }
+__device__ __forceinline__ int warp() { return static_cast<int>(threadIdx.x) / WEFT_WARP_THREADS; }
+
+// ---- slots ----
+
+// Tensors always live in global memory; saying so lets the compiler use global loads and stores instead of
+// generic ones (which check the address space on every access).
+template <typename T>
+__device__ __forceinline__ T* global_slot(const weft_env* env, int s) {
+  T* p = static_cast<T*>(env->slots[s]);
+  __builtin_assume(__isGlobal(p));
+  return p;
+}
+template <typename T>
+__device__ __forceinline__ const T* in_ptr(const weft_task_args* a, const weft_env* env, int k) {
+  const int s = a->in[k];
+  return s < 0 ? nullptr : global_slot<const T>(env, s);
+}
+template <typename T>
+__device__ __forceinline__ T* in_mut_ptr(const weft_task_args* a, const weft_env* env, int k) {
+  const int s = a->in[k];
+  return s < 0 ? nullptr : global_slot<T>(env, s);
+}
+template <typename T>
+__device__ __forceinline__ T* out_ptr(const weft_task_args* a, const weft_env* env) {
+  return global_slot<T>(env, a->out);
+}
+
+// C of the output's 2-D view for ops whose d[] layout does not carry it (see WEFT_D_VIEW_COLS).
+__device__ __forceinline__ i64 view_cols(const weft_task_args* a) {
+  return a->d[WEFT_D_VIEW_COLS] > 0 ? a->d[WEFT_D_VIEW_COLS] : a->col1;
+}
+
+// ---- conversions: to f32 exactly, back with one round-to-nearest-even ----
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(f16 v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ bf16 from_f<bf16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ f16 from_f<f16>(float v) { return __float2half_rn(v); }
+
+// ---- 16-byte vectors ----
+
+template <typename T>
+struct Vec {
+  static constexpr int N = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte access
+};
+
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<u64>(p) & 15u) == 0; }
+
+// The N = Vec<T>::N elements held by 16 raw bytes, as floats.
+template <typename T>
+__device__ __forceinline__ void unpack_vec(uint4 raw, float (&v)[Vec<T>::N]) {
+  alignas(16) T t[Vec<T>::N];
+  *reinterpret_cast<uint4*>(t) = raw;
+#pragma unroll
+  for (int k = 0; k < Vec<T>::N; ++k) v[k] = to_f(t[k]);
+}
+
+// Loads N = Vec<T>::N elements at p (16-byte aligned) as floats.
+template <typename T>
+__device__ __forceinline__ void load_vec(const T* p, float (&v)[Vec<T>::N]) {
+  unpack_vec<T>(*reinterpret_cast<const uint4*>(p), v);
+}
+
+template <typename T>
+__device__ __forceinline__ void store_vec(T* p, const float (&v)[Vec<T>::N]) {
+  alignas(16) T t[Vec<T>::N];
+#pragma unroll
+  for (int k = 0; k < Vec<T>::N; ++k) t[k] = from_f<T>(v[k]);
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(t);
+}
+
+// Calls fn(j, value_as_float) for every j in [0, n) that thread t of nt owns: 16-byte loads when p is
+// aligned, then the tail element by element. (Same j -> thread mapping for a given p, n, t, nt.)
+template <typename T, typename Fn>
+__device__ __forceinline__ void visit_row(const T* p, i64 n, int t, int nt, Fn fn) {
+  constexpr int N = Vec<T>::N;
+  i64 done = 0;
+  if (aligned16(p)) {
+    const i64 nv = n / N;
+    for (i64 v = t; v < nv; v += nt) {
+      float x[N];
+      load_vec(p + v * N, x);
+#pragma unroll
+      for (int k = 0; k < N; ++k) fn(v * N + k, x[k]);
+    }
+    done = nv * N;
+  }
+  for (i64 j = done + t; j < n; j += nt) fn(j, to_f(p[j]));
+}
+
+// o[j] = fn(x[j]) for j in [0, n) with threads t, t+nt, ...; 16-byte accesses when both pointers are aligned.
+// Each j is read and written by the same thread, so o may alias x.
+template <typename T, typename Fn>
+__device__ __forceinline__ void map_row(T* o, const T* x, i64 n, int t, int nt, Fn fn) {
+  constexpr int N = Vec<T>::N;
+  i64 done = 0;
+  if (aligned16(o) && aligned16(x)) {
+    const i64 nv = n / N;
+    for (i64 v = t; v < nv; v += nt) {
+      float xv[N];
+      load_vec(x + v * N, xv);
+#pragma unroll
+      for (int e = 0; e < N; ++e) xv[e] = fn(xv[e]);
+      store_vec(o + v * N, xv);
+    }
+    done = nv * N;
+  }
+  for (i64 j = done + t; j < n; j += nt) o[j] = from_f<T>(fn(to_f(x[j])));
+}
+
+// ---- reductions ----
+// Butterfly (xor) shuffles: every lane ends with the same bits, since each step adds the same two values.
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = WEFT_WARP_THREADS / 2; o > 0; o >>= 1) v += __shfl_xor_sync(WEFT_FULL_MASK, v, o);
+  return v;
+}
+
+// NaN-propagating max (torch.amax): fmaxf would drop a NaN.
+__device__ __forceinline__ float nan_max(float a, float b) { return (a != a) ? a : ((b != b || b > a) ? b : a); }
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(static_cast<int>(0xff800000u)); }
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = WEFT_WARP_THREADS / 2; o > 0; o >>= 1) v = nan_max(v, __shfl_xor_sync(WEFT_FULL_MASK, v, o));
+  return v;
+}
+
+// Sum within groups of `width` lanes (a power of two <= 32) aligned to multiples of width.
+__device__ __forceinline__ float group_sum(float v, int width) {
+  for (int o = width / 2; o > 0; o >>= 1) v += __shfl_xor_sync(WEFT_FULL_MASK, v, o);
+  return v;
+}
+
+// Block-wide reductions over all WEFT_BLOCK_THREADS threads; every thread gets the result. `scratch` holds
+// WEFT_BLOCK_WARPS floats of shared memory; the leading barrier makes back-to-back calls safe.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane() == 0) scratch[warp()] = v;
+  __syncthreads();
+  return warp_sum(lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : 0.0f);
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  v = warp_max(v);
+  __syncthreads();
+  if (lane() == 0) scratch[warp()] = v;
+  __syncthreads();
+  return warp_max(lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : neg_inf());
+}
+
+// Sum over a group that is either one warp (block == false) or the whole block.
+template <bool kBlock>
+__device__ __forceinline__ float group_reduce_sum(float v, float* scratch) {
+  return kBlock ? block_sum(v, scratch) : warp_sum(v);
+}
+template <bool kBlock>
+__device__ __forceinline__ float group_reduce_max(float v, float* scratch) {
+  return kBlock ? block_max(v, scratch) : warp_max(v);
+}
+
+// ---- copies ----
+
+template <typename U>
+__device__ __forceinline__ void copy_units(char* dst, const char* src, i64 n_units, int t, int nt) {
+  U* d = reinterpret_cast<U*>(dst);
+  const U* s = reinterpret_cast<const U*>(src);
+  for (i64 k = t; k < n_units; k += nt) d[k] = s[k];
+}
+
+// Copies `bytes` bytes (a whole number of `esize`-byte elements; both pointers aligned to esize) with threads
+// t, t+nt, ...: the widest access both pointers' alignment allows, then the tail element by element.
+__device__ inline void copy_bytes(void* dst_v, const void* src_v, i64 bytes, int esize, int t, int nt) {
+  char* dst = static_cast<char*>(dst_v);
+  const char* src = static_cast<const char*>(src_v);
+  const u64 al = reinterpret_cast<u64>(dst) | reinterpret_cast<u64>(src);
+  const int unit = (al & 15u) == 0 ? 16 : (al & 7u) == 0 ? 8 : (al & 3u) == 0 ? 4 : 2;
+  const int u = unit > esize ? unit : esize;  // pointers are at least esize-aligned
+  const i64 n_units = bytes / u;
+  switch (u) {
+    case 16: copy_units<uint4>(dst, src, n_units, t, nt); break;
+    case 8: copy_units<unsigned long long>(dst, src, n_units, t, nt); break;
+    case 4: copy_units<unsigned int>(dst, src, n_units, t, nt); break;
+    default: copy_units<unsigned short>(dst, src, n_units, t, nt); break;
+  }
+  const i64 done = n_units * u;
+  const i64 tail = (bytes - done) / esize;  // < 16 bytes
+  switch (esize) {
+    case 8: copy_units<unsigned long long>(dst + done, src + done, tail, t, nt); break;
+    case 4: copy_units<unsigned int>(dst + done, src + done, tail, t, nt); break;
+    default: copy_units<unsigned short>(dst + done, src + done, tail, t, nt); break;
+  }
+}
+
+// Zeros `bytes` bytes (a whole number of esize-byte elements at an esize-aligned address).
+__device__ inline void zero_bytes(void* dst_v, i64 bytes, int esize, int t, int nt) {
+  char* dst = static_cast<char*>(dst_v);
+  i64 done = 0;
+  if (aligned16(dst)) {
+    const i64 n16 = bytes / 16;
+    for (i64 k = t; k < n16; k += nt) reinterpret_cast<uint4*>(dst)[k] = make_uint4(0u, 0u, 0u, 0u);
+    done = n16 * 16;
+  }
+  const i64 n = (bytes - done) / esize;
+  switch (esize) {
+    case 8: for (i64 k = t; k < n; k += nt) reinterpret_cast<unsigned long long*>(dst + done)[k] = 0ull; break;
+    case 4: for (i64 k = t; k < n; k += nt) reinterpret_cast<unsigned int*>(dst + done)[k] = 0u; break;
+    default: for (i64 k = t; k < n; k += nt) reinterpret_cast<unsigned short*>(dst + done)[k] = 0u; break;
+  }
+}
+
+__device__ __forceinline__ int dtype_size(int dtype) {
+  return dtype == WEFT_DEV_F32 || dtype == WEFT_DEV_I32 ? 4 : dtype == WEFT_DEV_I64 ? 8 : 2;
+}
+
+// An integer tensor element (positions, ids) of dtype i32 or i64.
+__device__ __forceinline__ i64 load_int(const void* p, int dtype, i64 k) {
+  return dtype == WEFT_DEV_I32 ? static_cast<i64>(static_cast<const int*>(p)[k]) : static_cast<const i64*>(p)[k];
+}
+
+// ---- tile geometry ----
+// Visits the tile [row0,row1) x [col0,col1) of a row-major [*, C] view as contiguous spans of flat indices:
+// one span when the tile covers whole rows, else one per row. fn(flat_begin, count).
+template <typename Fn>
+__device__ __forceinline__ void for_each_span(const weft_task_args* a, i64 cols, Fn fn) {
+  if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
+  if (a->col0 == 0 && a->col1 == cols) {
+    fn(a->row0 * cols, (a->row1 - a->row0) * cols);
+    return;
+  }
+  for (i64 r = a->row0; r < a->row1; ++r) fn(r * cols + a->col0, a->col1 - a->col0);
+}
+
+}  // namespace weft_dev
+
+// Calls body<T>() with T the float type of `dtype` (bf16, f16 or f32); other codes do nothing.
+#define WEFT_DISPATCH_FLOAT(dtype, FN, ...)                                   \
+  do {                                                                        \
+    switch (dtype) {                                                          \
+      case WEFT_DEV_BF16: FN<weft_dev::bf16>(__VA_ARGS__); break;             \
+      case WEFT_DEV_F16: FN<weft_dev::f16>(__VA_ARGS__); break;               \
+      case WEFT_DEV_F32: FN<float>(__VA_ARGS__); break;                       \
+      default: break;                                                         \
+    }                                                                         \
+  } while (0)
+
+#endif  // WEFT_DEVICE_COMMON_CUH

@@ -1,0 +1,40 @@
+// Constants every part of the megakernel agrees on. No headers: this file is included by the generated
+// kernel (through weft_device.h), by the device library and may be included by host code.
+#ifndef WEFT_DEVICE_CONFIG_CUH
+#define WEFT_DEVICE_CONFIG_CUH
+
+#include "task_abi.h"
+
+// Every device op is called by all threads of a block of exactly this many threads.
+#define WEFT_BLOCK_THREADS 256
+#define WEFT_WARP_THREADS 32
+#define WEFT_BLOCK_WARPS (WEFT_BLOCK_THREADS / WEFT_WARP_THREADS)
+
+// Registers per thread the device library is compiled for (nvcc -maxrregcount, read by CMakeLists.txt):
+// 65536 / (256 threads * 2 blocks), so that a kernel with __launch_bounds__(WEFT_BLOCK_THREADS,
+// WEFT_MIN_BLOCKS_PER_SM) links (nvJitLink refuses callees that need more registers than the kernel may use).
+#define WEFT_MIN_BLOCKS_PER_SM 2
+#define WEFT_MAX_REGISTERS 128
+
+// The most dynamic shared memory a device op uses through its `smem` argument. The kernel must be launched
+// with at least this much (48 KiB needs no cudaFuncSetAttribute opt-in).
+#define WEFT_SMEM_BYTES (48 * 1024)
+
+// d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
+// has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole
+// rows", so C = col1. Lowering only needs to fill it for tiles that cut rows.
+#define WEFT_D_VIEW_COLS 15
+
+// attention_decode keeps a float copy of q and the output accumulator of at least one q head in shared
+// memory, which bounds head_dim; larger heads write zeros (lowering rejects them first).
+#define WEFT_ATTN_MAX_HEAD_DIM 4096
+
+// Every device op, in weft_dev_op order: X(ENUM_SUFFIX, function_suffix). The device function of op
+// WEFT_DEV_OP_<E> is weft_dev_<f> (codegen and the dispatch in weft_device.h expand this list).
+#define WEFT_DEV_OP_LIST(X)                                                                              \
+  X(EMBEDDING, embedding) X(RMSNORM, rmsnorm) X(HEAD_RMSNORM, head_rmsnorm) X(LAYERNORM, layernorm)      \
+  X(LINEAR, linear) X(MATMUL, matmul) X(ADD, add) X(MUL, mul) X(SILU, silu) X(GELU, gelu)                \
+  X(SILU_MUL, silu_mul) X(ROPE, rope) X(ATTENTION_DECODE, attention_decode) X(SOFTMAX, softmax)          \
+  X(ARGMAX, argmax) X(REDUCE, reduce) X(CAST, cast) X(RESHAPE, reshape) X(SLICE, slice) X(CONCAT, concat)
+
+#endif  // WEFT_DEVICE_CONFIG_CUH

@@ -1,0 +1,240 @@
+// linear (x · Wᵀ + bias + residual) and matmul (batched a · b), accumulating in f32.
+//
+// Two paths:
+//  - GEMV (linear with at most kGemvMaxRows rows in the tile: the decode case). One warp per output column:
+//    the weight row streams through 16-byte loads, kGemvUnroll of them in flight per lane (a persistent
+//    block has only 8 warps to cover memory latency), against up to kGemvRows x rows staged in shared
+//    memory; a butterfly shuffle sums each dot product.
+//  - Tiled (linear with more rows, and matmul): 64 x 64 output tiles, K in steps of 16 staged in shared memory
+//    as f32, 4 x 4 outputs per thread (plain SIMT FMA).
+#ifndef WEFT_DEVICE_OPS_LINEAR_CUH
+#define WEFT_DEVICE_OPS_LINEAR_CUH
+
+#include "common.cuh"
+
+namespace weft_dev {
+
+constexpr int kGemvRows = 8;
+constexpr int kGemvUnroll = 8;  // 4 measured the same on an H100, 16 slower (register cap)
+constexpr long long kGemvMaxRows = 16;
+
+constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kTilePad = 4;
+constexpr int kTileLdA = kTileM + kTilePad, kTileLdB = kTileN + kTilePad;  // float4-aligned rows
+static_assert(WEFT_BLOCK_THREADS == 256, "the tiled GEMM maps 16 x 16 threads to 4 x 4 outputs each");
+static_assert((kTileK * (kTileLdA + kTileLdB)) * 4 <= WEFT_SMEM_BYTES, "GEMM tiles exceed WEFT_SMEM_BYTES");
+
+// ---- GEMV ----
+
+// Dot products of weight row wr with `rows` rows of xs (row stride k); every lane of the warp gets all sums.
+// vec: wr and xs are 16-byte aligned and k * sizeof(T) is a multiple of 16.
+template <typename T>
+__device__ __forceinline__ void gemv_column(const T* xs, const T* wr, i64 k, int rows, bool vec,
+                                            float (&acc)[kGemvRows]) {
+  constexpr int N = Vec<T>::N;
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) acc[r] = 0.0f;
+  i64 done = 0;
+  if (vec) {
+    const i64 nv = k / N;
+    for (i64 v0 = lane(); v0 < nv; v0 += WEFT_WARP_THREADS * kGemvUnroll) {
+      // Issue every weight load of this step before using any.
+      uint4 raw[kGemvUnroll];
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) {
+        const i64 v = v0 + static_cast<i64>(u) * WEFT_WARP_THREADS;
+        raw[u] = v < nv ? *reinterpret_cast<const uint4*>(wr + v * N) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int u = 0; u < kGemvUnroll; ++u) {
+        const i64 v = v0 + static_cast<i64>(u) * WEFT_WARP_THREADS;
+        if (v >= nv) break;
+        float wv[N];
+        unpack_vec<T>(raw[u], wv);
+#pragma unroll
+        for (int r = 0; r < kGemvRows; ++r) {
+          if (r < rows) {
+            float xv[N];
+            load_vec(xs + r * k + v * N, xv);
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[r] = fmaf(xv[e], wv[e], acc[r]);
+          }
+        }
+      }
+    }
+    done = nv * N;
+  }
+  for (i64 j = done + lane(); j < k; j += WEFT_WARP_THREADS) {
+    const float wv = to_f(wr[j]);
+#pragma unroll
+    for (int r = 0; r < kGemvRows; ++r)
+      if (r < rows) acc[r] = fmaf(to_f(xs[r * k + j]), wv, acc[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < kGemvRows; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+template <typename T>
+__device__ void linear_gemv(const weft_task_args* a, const T* x, const T* w, const T* bias, const T* res, T* o,
+                            i64 k, i64 n_dim, char* smem) {
+  const i64 row_bytes = k * static_cast<i64>(sizeof(T));
+  const bool w_vec = aligned16(w) && row_bytes % 16 == 0;
+  // Stage x rows in shared memory when a row fits (every warp reads them once per column).
+  const i64 fit = row_bytes == 0 ? kGemvRows : WEFT_SMEM_BYTES / row_bytes;
+  const bool stage = fit > 0 && aligned16(smem);
+  const int chunk = stage ? static_cast<int>(fit < kGemvRows ? fit : kGemvRows) : kGemvRows;
+  for (i64 r0 = a->row0; r0 < a->row1; r0 += chunk) {
+    const int rows = static_cast<int>(a->row1 - r0 < chunk ? a->row1 - r0 : chunk);
+    const T* xs = x + r0 * k;
+    if (stage) {
+      __syncthreads();  // the previous chunk's readers are done with smem
+      copy_bytes(smem, xs, rows * row_bytes, static_cast<int>(sizeof(T)), tid(), WEFT_BLOCK_THREADS);
+      __syncthreads();
+      xs = reinterpret_cast<const T*>(smem);
+    }
+    const bool vec = w_vec && aligned16(xs);
+    for (i64 n = a->col0 + warp(); n < a->col1; n += WEFT_BLOCK_WARPS) {
+      float acc[kGemvRows];
+      gemv_column(xs, w + n * k, k, rows, vec, acc);
+      // Lane r writes row r.
+      float mine = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kGemvRows; ++r)
+        if (lane() == r) mine = acc[r];
+      if (lane() < rows) {
+        const i64 row = r0 + lane();
+        if (bias != nullptr) mine += to_f(bias[n]);
+        if (res != nullptr) mine += to_f(res[row * n_dim + n]);
+        o[row * n_dim + n] = from_f<T>(mine);
+      }
+    }
+  }
+}
+
+// ---- tiled GEMM ----
+
+// Accumulates a [rows x cols] (<= 64 x 64) block of A · B into acc: A rows at a_rows (row stride k); B(kk, n)
+// = b[n * k + kk] when kBT (linear's weight [N, K]) else b[kk * ldb + n] (matmul's [K, N]); b points at the
+// block's first column. Thread (ty, tx) = (tid / 16, tid % 16) owns rows ty*4.. and columns tx*4...
+template <typename T, bool kBT>
+__device__ void gemm_block(const T* a_rows, const T* b, i64 k, i64 ldb, int rows, int cols, float (&acc)[4][4],
+                           float* as, float* bs) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+  const int t = tid(), tx = t % 16, ty = t / 16;
+  for (i64 k0 = 0; k0 < k; k0 += kTileK) {
+    __syncthreads();  // the previous step's readers are done
+    // A tile, k fastest (coalesced along A's rows), stored k-major for float4 reads below.
+    for (int idx = t; idx < kTileM * kTileK; idx += WEFT_BLOCK_THREADS) {
+      const int m = idx / kTileK, kk = idx % kTileK;
+      const i64 kg = k0 + kk;
+      as[kk * kTileLdA + m] = (m < rows && kg < k) ? to_f(a_rows[m * k + kg]) : 0.0f;
+    }
+    for (int idx = t; idx < kTileN * kTileK; idx += WEFT_BLOCK_THREADS) {
+      int n, kk;
+      if constexpr (kBT) {
+        n = idx / kTileK;
+        kk = idx % kTileK;
+      } else {
+        kk = idx / kTileN;
+        n = idx % kTileN;
+      }
+      const i64 kg = k0 + kk;
+      float v = 0.0f;
+      if (n < cols && kg < k) v = to_f(kBT ? b[n * k + kg] : b[kg * ldb + n]);
+      bs[kk * kTileLdB + n] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      const float4 av = *reinterpret_cast<const float4*>(&as[kk * kTileLdA + ty * 4]);
+      const float4 bv = *reinterpret_cast<const float4*>(&bs[kk * kTileLdB + tx * 4]);
+      const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(ar[i], br[j], acc[i][j]);
+    }
+  }
+}
+
+// Output tile [row0,row1) x [col0,col1) of an [R, n_dim] result in 64 x 64 blocks. Rows of one block never
+// straddle a batch of m_rows rows (B changes there when b_batch_stride != 0). epi(row, col, acc) stores.
+template <typename T, bool kBT, typename Epi>
+__device__ void gemm_tiles(const weft_task_args* a, const T* x, const T* b, i64 k, i64 ldb, i64 m_rows,
+                           i64 b_batch_stride, char* smem, Epi epi) {
+  float* as = reinterpret_cast<float*>(smem);
+  float* bs = as + kTileK * kTileLdA;
+  const int t = tid(), tx = t % 16, ty = t / 16;
+  for (i64 r0 = a->row0; r0 < a->row1;) {
+    i64 r1 = r0 + kTileM < a->row1 ? r0 + kTileM : a->row1;
+    const i64 batch = m_rows > 0 ? r0 / m_rows : 0;
+    if (m_rows > 0 && (batch + 1) * m_rows < r1) r1 = (batch + 1) * m_rows;
+    const T* bb = b + batch * b_batch_stride;
+    for (i64 c0 = a->col0; c0 < a->col1; c0 += kTileN) {
+      const i64 c1 = c0 + kTileN < a->col1 ? c0 + kTileN : a->col1;
+      float acc[4][4];
+      gemm_block<T, kBT>(x + r0 * k, kBT ? bb + c0 * k : bb + c0, k, ldb, static_cast<int>(r1 - r0),
+                         static_cast<int>(c1 - c0), acc, as, bs);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const i64 row = r0 + ty * 4 + i;
+        if (row >= r1) continue;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const i64 col = c0 + tx * 4 + j;
+          if (col < c1) epi(row, col, acc[i][j]);
+        }
+      }
+    }
+    r0 = r1;
+  }
+}
+
+template <typename T>
+__device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+  const T* x = in_ptr<T>(a, env, 0);
+  const T* w = in_ptr<T>(a, env, 1);
+  const T* bias = in_ptr<T>(a, env, 2);
+  const T* res = in_ptr<T>(a, env, 3);
+  T* o = out_ptr<T>(a, env);
+  const i64 k = a->d[0], n_dim = a->d[1];
+  if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
+  if (a->row1 - a->row0 <= kGemvMaxRows) {
+    linear_gemv<T>(a, x, w, bias, res, o, k, n_dim, smem);
+    return;
+  }
+  gemm_tiles<T, true>(a, x, w, k, k, 0, 0, smem, [&](i64 row, i64 col, float v) {
+    if (bias != nullptr) v += to_f(bias[col]);
+    if (res != nullptr) v += to_f(res[row * n_dim + col]);
+    o[row * n_dim + col] = from_f<T>(v);
+  });
+}
+
+template <typename T>
+__device__ void matmul_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+  const T* x = in_ptr<T>(a, env, 0);
+  const T* b = in_ptr<T>(a, env, 1);
+  T* o = out_ptr<T>(a, env);
+  const i64 m = a->d[0], k = a->d[1], n_dim = a->d[2];
+  const bool batched = a->d[3] != 0;
+  if (a->row1 <= a->row0 || a->col1 <= a->col0 || m <= 0) return;
+  gemm_tiles<T, false>(a, x, b, k, n_dim, m, batched ? k * n_dim : 0, smem,
+                       [&](i64 row, i64 col, float v) { o[row * n_dim + col] = from_f<T>(v); });
+}
+
+}  // namespace weft_dev
+
+// LINEAR: in x [R, K], weight [N, K], bias [N] or -1, residual [R, N] or -1. d0=K, d1=N.
+// out = (x · w) + bias + residual, summed in that order in f32, rounded once.
+extern "C" __device__ void weft_dev_linear(const weft_task_args* a, const weft_env* env, char* smem) {
+  WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::linear_impl, a, env, smem);
+}
+
+// MATMUL: in a [B, M, K], b [B, K, N] or [K, N]. R = B*M, C = N. d0=M, d1=K, d2=N, d3=1 if b is batched.
+extern "C" __device__ void weft_dev_matmul(const weft_task_args* a, const weft_env* env, char* smem) {
+  WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::matmul_impl, a, env, smem);
+}
+
+#endif  // WEFT_DEVICE_OPS_LINEAR_CUH

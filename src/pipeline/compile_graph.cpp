@@ -1,0 +1,151 @@
+#include "pipeline/compile_graph.hpp"
+
+#include <chrono>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "codegen/kernel_source.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "device/config.cuh"
+#include "graph/serialize.hpp"
+#include "lower/task_graph.hpp"
+#include "schedule/memory_plan.hpp"
+#include "schedule/schedule.hpp"
+#include "schedule/simulator.hpp"
+#include "weft/weft.h"
+
+namespace weft {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given) {
+  const auto& syms = g.symbols().all();
+  if (given.empty()) {
+    SymbolValues v;
+    for (const Symbol& s : syms) v.push_back(s.max);
+    return v;
+  }
+  if (given.size() != syms.size())
+    invalid("the specialization gives " + std::to_string(given.size()) + " symbol values; graph '" + g.name() + "' has " +
+            std::to_string(syms.size()) + " symbols");
+  for (size_t i = 0; i < syms.size(); ++i)
+    if (given[i] < syms[i].min || given[i] > syms[i].max)
+      invalid("symbol '" + syms[i].name + "' is specialized to " + std::to_string(given[i]) + "; expected a value in [" +
+              std::to_string(syms[i].min) + ", " + std::to_string(syms[i].max) + "]");
+  return given;
+}
+
+std::string weft_version_text() {
+  return std::to_string(WEFT_VERSION_MAJOR) + "." + std::to_string(WEFT_VERSION_MINOR) + "." + std::to_string(WEFT_VERSION_PATCH);
+}
+
+// A cached entry back into a result; nullopt (with a warning) when its metadata or tables do not parse.
+bool load_entry(const cache::Entry& e, CompileResult& r) {
+  try {
+    const auto meta = nlohmann::json::parse(e.metadata);
+    r.tables = parse_task_tables(std::string(e.extra.begin(), e.extra.end()));
+    r.num_tasks = meta.at("tasks").get<int64_t>();
+    r.num_events = meta.at("events").get<int64_t>();
+    r.arena_bytes = meta.at("arena_bytes").get<int64_t>();
+    r.num_queues = meta.at("queues").get<int64_t>();
+    r.arena_offsets = meta.at("arena_offsets").get<std::vector<int64_t>>();
+    if (r.num_tasks != static_cast<int64_t>(r.tables.tasks.size()) || r.num_queues != r.tables.num_queues())
+      fail(Status::cache, "metadata and task tables disagree");
+  } catch (const std::exception& ex) {
+    log_warning(std::string("kernel cache entry ignored: ") + ex.what());
+    return false;
+  }
+  r.cubin = e.cubin;
+  r.metadata = e.metadata;
+  return true;
+}
+
+}  // namespace
+
+int32_t default_sm_count(const std::string& arch) {
+  if (arch == "sm_80") return 108;   // A100
+  if (arch == "sm_90a") return 132;  // H100 SXM, H200
+  if (arch == "sm_100a") return 148; // B200
+  invalid("target arch '" + arch + "' is not supported; expected sm_80, sm_90a or sm_100a");
+}
+
+std::string specialization_text(const Graph& g, const SymbolValues& values) {
+  // Positional like the graph hash (names do not matter); the ranges are already in the graph hash.
+  std::string s;
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
+  (void)g;
+  return "exact:" + s;
+}
+
+CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache) {
+  const auto start = std::chrono::steady_clock::now();
+  g.validate();
+  const SymbolValues values = resolve_symbols(g, request.symbols);
+  const int32_t sms = request.num_sms > 0 ? request.num_sms : default_sm_count(request.arch);
+  CompileOptions copts;
+  copts.arch = request.arch;
+  // Everything that changes the code or the tables is in the key.
+  const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
+                                   ";smem=" + std::to_string(WEFT_SMEM_BYTES) + ";lineinfo=" + (copts.line_info ? "1" : "0");
+  const cache::CacheKey key = cache::make_key(cache::KeyParts{graph_hash(g), specialization_text(g, values), request.arch,
+                                                              options_text, weft_version_text(), nvrtc_version(),
+                                                              nvjitlink_version(), device_library_version()});
+  CompileResult r;
+  r.key_hex = key.hex();
+  if (cache) {
+    if (auto e = cache->get(key); e && load_entry(*e, r)) {
+      r.cache_hit = true;
+      r.total_ms = ms_since(start);
+      return r;
+    }
+  }
+
+  TaskGraph tg = lower(g, values, LowerOptions{sms});
+  const MemoryPlan plan = plan_memory(g, tg);
+  finalize_events(tg);
+  const Schedule schedule = schedule_static(tg, sms);
+  simulate(g, tg, schedule, plan, SimulationOptions{request.verify_seed, 2});
+  r.tables = build_task_tables(tg, schedule, static_cast<int32_t>(g.tensors().size()));
+  r.num_tasks = static_cast<int64_t>(tg.tasks.size());
+  r.num_events = static_cast<int64_t>(tg.events.size());
+  r.arena_bytes = plan.arena_bytes;
+  r.num_queues = sms;
+  r.arena_offsets = plan.offset;
+  r.lower_ms = ms_since(start);
+
+  std::set<int32_t> ops;
+  for (const Task& t : tg.tasks) ops.insert(t.dev_op);
+  const auto compile_start = std::chrono::steady_clock::now();
+  const CompiledKernel kernel = compile_kernel(generate_megakernel_source(ops, static_cast<int32_t>(g.tensors().size())), copts);
+  r.compile_ms = ms_since(compile_start);
+  r.cubin.assign(kernel.cubin.begin(), kernel.cubin.end());
+
+  nlohmann::json meta = {{"kernel_name", kMegakernelName},
+                         {"block_threads", WEFT_BLOCK_THREADS},
+                         {"smem_bytes", WEFT_SMEM_BYTES},
+                         {"arch", request.arch},
+                         {"queues", r.num_queues},
+                         {"tasks", r.num_tasks},
+                         {"events", r.num_events},
+                         {"slots", g.tensors().size()},
+                         {"arena_bytes", r.arena_bytes},
+                         {"arena_offsets", r.arena_offsets},
+                         {"estimated_us", schedule.estimated_us},
+                         {"graph", g.name()}};
+  r.metadata = meta.dump();
+  if (cache) {
+    const std::string blob = serialize_task_tables(r.tables);
+    cache->put(key, cache::Entry{r.cubin, r.metadata, std::vector<uint8_t>(blob.begin(), blob.end())});
+  }
+  r.total_ms = ms_since(start);
+  return r;
+}
+
+}  // namespace weft

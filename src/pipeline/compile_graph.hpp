@@ -1,0 +1,43 @@
+// Graph -> cubin, through every stage: specialize (concrete symbol values), lower into tasks, plan memory,
+// schedule, verify on the CPU simulator, generate the kernel source, compile + link, all behind the kernel
+// cache (a hit skips lowering's output compile and returns the stored cubin and task tables).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache/kernel_cache.hpp"
+#include "graph/graph.hpp"
+#include "schedule/task_tables.hpp"
+
+namespace weft {
+
+struct CompileRequest {
+  std::string arch = "sm_90a";
+  int32_t num_sms = 0;           // 0: the usual SM count of the arch (108, 132, 148)
+  SymbolValues symbols;          // empty: every symbol at its maximum
+  uint64_t verify_seed = 1;      // the simulator's interleaving
+};
+
+struct CompileResult {
+  std::string key_hex;
+  bool cache_hit = false;
+  std::vector<uint8_t> cubin;
+  std::string metadata;  // JSON: kernel name, block threads, shared memory, queues, events, arena bytes, ...
+  TaskTables tables;
+  int64_t num_tasks = 0, num_events = 0, arena_bytes = 0, num_queues = 0;
+  double lower_ms = 0, compile_ms = 0, total_ms = 0;
+  std::vector<int64_t> arena_offsets;  // per tensor; -1 outside the arena
+};
+
+// The usual SM count of an arch (what a plain compile targets when no device is at hand).
+int32_t default_sm_count(const std::string& arch);
+
+// Canonical text of the specialization (symbol name=value pairs), part of the cache key.
+std::string specialization_text(const Graph& g, const SymbolValues& values);
+
+// `cache` may be null (no caching).
+CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache);
+
+}  // namespace weft

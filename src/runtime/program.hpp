@@ -1,0 +1,85 @@
+// A program: a graph compiled into megakernels (one per concrete specialization, compiled on first use through
+// the kernel cache), loaded on one device, with weft-owned memory for intermediates (the arena), event counters
+// and task tables. Runs are asynchronous on the caller's stream; errors raised on the device (watchdog, bad
+// ids or positions) surface at the next synchronize().
+#pragma once
+
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/kernel_cache.hpp"
+#include "graph/graph.hpp"
+#include "pipeline/compile_graph.hpp"
+#include "runtime/device_context.hpp"
+
+namespace weft {
+
+struct DeviceView {
+  void* data = nullptr;  // device pointer
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> strides;  // elements; empty or dense row-major
+};
+
+struct DeviceBinding {
+  TensorId tensor = kNoTensor;
+  DeviceView view;
+};
+
+struct ProgramOptions {
+  std::string arch;        // empty: the device's
+  int32_t watchdog_ms = 0;  // 0: $WEFT_WATCHDOG_MS, else 5000
+  bool use_cache = true;
+};
+
+class Program {
+ public:
+  Program(std::shared_ptr<DeviceContext> device, Graph graph, const ProgramOptions& options);
+  ~Program();  // waits for this program's launches, then frees its memory
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  const Graph& graph() const { return graph_; }
+
+  // Checks the bindings (every input, weight, state and output exactly once; dtype, shape, symbol ranges,
+  // non-null dense device memory), compiles the specialization on first use, and launches. No host
+  // synchronization once the specialization is loaded.
+  void run(std::span<const DeviceBinding> bindings, CUstream stream);
+
+  // Waits for `stream`, then reports (and clears) a device error raised by a run: WEFT_ERROR_DEADLOCK naming
+  // the task and event for the watchdog, INVALID_ARGUMENT for an id or position out of range.
+  void synchronize(CUstream stream);
+
+  // The compile result of the most recently run specialization (for reports and tests).
+  const CompileResult* last_compile() const;
+
+  // Test hook: run the next launches with one task's wait count raised so it can never be satisfied (the
+  // watchdog must stop it). -1 turns it off.
+  void break_task_for_testing(int32_t task) { broken_task_ = task; }
+
+ private:
+  struct Variant;
+  Variant& variant_for(const SymbolValues& values);
+  void free_variant(Variant& v) noexcept;
+  [[noreturn]] void raise_device_error(const Variant* v, unsigned int code);
+
+  std::shared_ptr<DeviceContext> device_;
+  Graph graph_;
+  ProgramOptions options_;
+  std::unique_ptr<cache::KernelCache> cache_;
+  long long timeout_cycles_ = 0;
+  std::map<SymbolValues, std::unique_ptr<Variant>> variants_;
+  Variant* last_ = nullptr;
+  unsigned int* error_host_ = nullptr;  // mapped pinned memory: [0] code, [1..4] info
+  CUdeviceptr error_dev_ = 0;
+  int32_t broken_task_ = -1;
+  std::mutex mutex_;
+};
+
+}  // namespace weft

@@ -1,0 +1,267 @@
+// NVRTC + nvJitLink against the embedded device library, for every supported architecture. No GPU needed:
+// the result is checked as a linked ELF that holds every device op.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "codegen/kernel_source.hpp"
+#include "compile/nvrtc_compiler.hpp"
+#include "core/error.hpp"
+#include "device/task_abi.h"
+
+// nvJitLink (13.0) keeps a few internal buffers per link until exit (MBs after an sm_100a link); they are not
+// ours to free, so LeakSanitizer (the ASan build runs with detect_leaks=1) is told to skip the CUDA JIT
+// libraries. Default visibility: LSan finds the hook only among exported symbols. Without a sanitizer this
+// function is never called.
+extern "C" [[gnu::visibility("default")]] const char* __lsan_default_suppressions() { return "leak:libnvJitLink.so\nleak:libnvrtc.so\n"; }
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every op name, in weft_dev_op order (the function is "weft_dev_" + name).
+const char* const kOps[] = {"embedding", "rmsnorm",  "head_rmsnorm",     "layernorm", "linear", "matmul",  "add",
+                            "mul",       "silu",     "gelu",             "silu_mul",  "rope",   "attention_decode",
+                            "softmax",   "argmax",   "reduce",           "cast",      "reshape", "slice",  "concat"};
+static_assert(sizeof(kOps) / sizeof(kOps[0]) == WEFT_DEV_OP_COUNT, "one name per device op");
+
+// One kernel that can call every op, with the launch bounds the megakernel uses (the device library must fit
+// their register cap, or nvJitLink refuses to link).
+std::string all_ops_kernel() {
+  std::string s =
+      "#include \"weft_device.h\"\n"
+      "extern \"C\" __global__ void __launch_bounds__(WEFT_BLOCK_THREADS, WEFT_MIN_BLOCKS_PER_SM)\n"
+      "all_ops(const weft_task* tasks, int n, const weft_env* env) {\n"
+      "  extern __shared__ __align__(16) char smem[];\n"
+      "  for (int i = 0; i < n; ++i) {\n"
+      "    switch (tasks[i].op) {\n";
+  for (const char* op : kOps) {
+    std::string e = op;
+    for (char& c : e) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    s += "      case WEFT_DEV_OP_" + e + ": weft_dev_" + op + "(&tasks[i].args, env, smem); break;\n";
+  }
+  s += "      default: break;\n    }\n  }\n}\n";
+  return s;
+}
+
+const char* const kEventsKernel =
+    "#include \"weft_device.h\"\n"
+    "extern \"C\" __global__ void __launch_bounds__(WEFT_BLOCK_THREADS, WEFT_MIN_BLOCKS_PER_SM)\n"
+    "events(const weft_task* t, unsigned int* counters, const weft_env* env, unsigned int epoch) {\n"
+    "  extern __shared__ __align__(16) char smem[];\n"
+    "  if (!weft_event_wait(&counters[0], 1u * epoch, 1000000ll, env, 0)) return;\n"
+    "  weft_dev_run_op(t->op, &t->args, env, smem);\n"
+    "  if (weft_dev_error_raised(env)) weft_dev_record_error(env, WEFT_DEV_ERR_DEADLOCK, 1u, 2u, 3u);\n"
+    "  weft_event_notify(&counters[1]);\n"
+    "}\n";
+
+bool is_elf(const std::vector<char>& b) {
+  return b.size() > 4 && b[0] == '\x7f' && b[1] == 'E' && b[2] == 'L' && b[3] == 'F';
+}
+
+bool contains(const std::vector<char>& b, const std::string& s) {
+  return std::search(b.begin(), b.end(), s.begin(), s.end()) != b.end();
+}
+
+// Sets (or clears) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value != nullptr)
+      setenv(name, value->c_str(), 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+class DeviceCompileArch : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeviceCompileArch, EveryDeviceOpLinksIntoOneKernel) {
+  ScopedEnv env("WEFT_DUMP_DIR", nullptr);
+  const CompiledKernel k = compile_kernel(all_ops_kernel(), CompileOptions{GetParam(), false, {}});
+  ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
+  EXPECT_TRUE(contains(k.cubin, "all_ops"));
+  for (const char* op : kOps) EXPECT_TRUE(contains(k.cubin, std::string("weft_dev_") + op)) << op << " was not linked in";
+  EXPECT_GT(k.compile_ms, 0);
+  EXPECT_GT(k.link_ms, 0);
+  std::cout << "[ timing   ] " << GetParam() << " all ops: NVRTC " << k.compile_ms << " ms, nvJitLink " << k.link_ms
+            << " ms, cubin " << k.cubin.size() << " bytes\n";
+}
+
+TEST_P(DeviceCompileArch, EventPrimitivesAndDispatchLink) {
+  ScopedEnv env("WEFT_DUMP_DIR", nullptr);
+  const CompiledKernel k = compile_kernel(kEventsKernel, CompileOptions{GetParam(), true, {}});
+  ASSERT_TRUE(is_elf(k.cubin));
+  for (const char* f : {"weft_event_wait", "weft_event_notify", "weft_dev_record_error", "weft_dev_error_raised"})
+    EXPECT_TRUE(contains(k.cubin, f)) << f;
+}
+
+// The real generator's megakernel, for every op at once.
+TEST_P(DeviceCompileArch, GeneratedMegakernelLinks) {
+  ScopedEnv env("WEFT_DUMP_DIR", nullptr);
+  std::set<int32_t> ops;
+  for (int32_t op = 0; op < WEFT_DEV_OP_COUNT; ++op) ops.insert(op);
+  const CompiledKernel k = compile_kernel(generate_megakernel_source(ops, 64), CompileOptions{GetParam(), false, {}});
+  ASSERT_TRUE(is_elf(k.cubin));
+  EXPECT_TRUE(contains(k.cubin, kMegakernelName));
+}
+
+TEST_P(DeviceCompileArch, SyntaxErrorGivesTheNvrtcLog) {
+  ScopedEnv env("WEFT_DUMP_DIR", nullptr);
+  const std::string src =
+      "#include \"weft_device.h\"\n"
+      "extern \"C\" __global__ void broken(int* p) {\n"
+      "  p[0] = 1 +* ;  // weft_bad_line\n"
+      "}\n";
+  try {
+    compile_kernel(src, CompileOptions{GetParam(), false, {}});
+    FAIL() << "expected a compile error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::compile);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("NVRTC"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(GetParam()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("weft_kernel.cu(3)"), std::string::npos) << msg;  // file and line of the error
+    EXPECT_NE(msg.find("weft_bad_line"), std::string::npos) << msg;     // the offending line, echoed
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DeviceCompile, DeviceCompileArch, ::testing::Values("sm_80", "sm_90a", "sm_100a"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+TEST(DeviceCompile, UnresolvedCallGivesTheNvJitLinkLog) {
+  ScopedEnv env("WEFT_DUMP_DIR", nullptr);
+  const std::string src =
+      "#include \"weft_device.h\"\n"
+      "extern \"C\" __device__ void weft_dev_no_such_op(const weft_task_args*, const weft_env*, char*);\n"
+      "extern \"C\" __global__ void k(const weft_task* t, const weft_env* e) {\n"
+      "  extern __shared__ char smem[];\n"
+      "  weft_dev_no_such_op(&t->args, e, smem);\n"
+      "}\n";
+  try {
+    compile_kernel(src, CompileOptions{"sm_90a", false, {}});
+    FAIL() << "expected a link error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::compile);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("nvJitLink"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("weft_dev_no_such_op"), std::string::npos) << msg;
+  }
+}
+
+TEST(DeviceCompile, UnknownArchIsAClearError) {
+  for (const char* arch_name : {"sm_75", "sm_90", "compute_90a", ""}) {
+    const std::string arch = arch_name;
+    try {
+      compile_kernel("#include \"weft_device.h\"\n", CompileOptions{arch, false, {}});
+      FAIL() << "expected an error for '" << arch << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::unsupported);
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("'" + arch + "'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("sm_80, sm_90a, sm_100a"), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(DeviceCompile, ExtraFlagsReachNvrtc) {
+  ScopedEnv env("WEFT_DUMP_DIR", nullptr);
+  const std::string src =
+      "#include \"weft_device.h\"\n"
+      "#ifndef WEFT_TEST_FLAG\n#error WEFT_TEST_FLAG missing\n#endif\n"
+      "extern \"C\" __global__ void k(int* p) { p[0] = WEFT_TEST_FLAG; }\n";
+  EXPECT_TRUE(is_elf(compile_kernel(src, CompileOptions{"sm_90a", false, {"-DWEFT_TEST_FLAG=7"}}).cubin));
+  EXPECT_THROW(compile_kernel(src, CompileOptions{"sm_90a", false, {}}), Error);
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The one file in `dir` whose name ends with `suffix`.
+fs::path find_one(const fs::path& dir, const std::string& suffix) {
+  fs::path found;
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      found = e.path();
+      ++n;
+    }
+  }
+  EXPECT_EQ(n, 1) << suffix << " in " << dir;
+  return found;
+}
+
+TEST(DeviceCompile, DumpDirGetsSourceAndLogs) {
+  const fs::path dir = fresh_dir("weft_dump_ok") / "nested";  // created on demand
+  const std::string dir_s = dir.string();
+  ScopedEnv env("WEFT_DUMP_DIR", &dir_s);
+  const CompiledKernel k = compile_kernel(kEventsKernel, CompileOptions{"sm_90a", false, {}});
+  const fs::path src = find_one(dir, "_kernel.cu");
+  EXPECT_EQ(read_file(src), kEventsKernel);
+  const std::string prefix = src.filename().string().substr(0, src.filename().string().size() - 9);
+  EXPECT_EQ(prefix.size(), 13u);  // 12 hex digits and '_'
+  EXPECT_TRUE(fs::exists(dir / (prefix + "nvrtc.log")));
+  EXPECT_TRUE(fs::exists(dir / (prefix + "nvjitlink.log")));
+  EXPECT_NE(read_file(dir / (prefix + "nvrtc.log")).find("--gpu-architecture=sm_90a"), std::string::npos);
+  EXPECT_EQ(read_file(dir / (prefix + "kernel.cubin")).size(), k.cubin.size());
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(DeviceCompile, DumpDirKeepsTheLogOfAFailure) {
+  const fs::path dir = fresh_dir("weft_dump_fail");
+  const std::string dir_s = dir.string();
+  ScopedEnv env("WEFT_DUMP_DIR", &dir_s);
+  EXPECT_THROW(compile_kernel("#include \"weft_device.h\"\nint x = ;\n", CompileOptions{"sm_80", false, {}}), Error);
+  const std::string log = read_file(find_one(dir, "_nvrtc.log"));
+  EXPECT_NE(log.find("weft_kernel.cu(2)"), std::string::npos) << log;
+  EXPECT_TRUE(fs::exists(find_one(dir, "_kernel.cu")));
+  fs::remove_all(dir);
+}
+
+TEST(DeviceCompile, Versions) {
+  const std::string v = device_library_version();
+  EXPECT_EQ(v.size(), 16u);
+  EXPECT_EQ(v.find_first_not_of("0123456789abcdef"), std::string::npos) << v;
+  EXPECT_EQ(device_library_version(), v);
+  EXPECT_NE(nvrtc_version().find('.'), std::string::npos);
+  EXPECT_NE(nvjitlink_version().find('.'), std::string::npos);
+  EXPECT_EQ(supported_archs(), (std::vector<std::string>{"sm_80", "sm_90a", "sm_100a"}));
+}
+
+}  // namespace
+}  // namespace weft

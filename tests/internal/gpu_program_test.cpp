@@ -1,0 +1,333 @@
+// GPU tests (skipped with the reason when there is no GPU): every op and 200 random graphs against the CPU
+// reference, a decoder over several steps, 10,000 launches, two programs on two streams, destroying a
+// program while another runs, the watchdog, and device-side argument errors.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/error.hpp"
+#include "gpu_test_util.hpp"
+#include "models/decoder_graph.hpp"
+#include "random_graph_gen.hpp"
+
+namespace weft::test {
+namespace {
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& e : v) s += "\n  " + e;
+  return s;
+}
+
+Shape fixed_shape(std::initializer_list<int64_t> dims) {
+  Shape s;
+  for (int64_t d : dims) s.push_back(Dim::fixed(d));
+  return s;
+}
+
+// A graph of one op over fresh inputs; `extra` adds operands after x.
+struct OneOp {
+  const char* op;
+  nlohmann::json attrs;
+  std::vector<std::vector<int64_t>> operand_shapes;  // x first
+  std::vector<DType> operand_dtypes = {};            // empty: all the float dtype
+  std::vector<TensorKind> kinds = {};                // empty: x an input, the rest weights
+};
+
+Graph one_op_graph(const OneOp& spec, DType dt) {
+  Graph g(spec.op);
+  std::vector<TensorId> ins;
+  for (size_t k = 0; k < spec.operand_shapes.size(); ++k) {
+    Shape s;
+    for (int64_t d : spec.operand_shapes[k]) s.push_back(Dim::fixed(d));
+    const DType t = k < spec.operand_dtypes.size() ? spec.operand_dtypes[k] : dt;
+    const TensorKind kind = k < spec.kinds.size() ? spec.kinds[k] : (k == 0 ? TensorKind::input : TensorKind::weight);
+    ins.push_back(g.add_tensor(kind, "in" + std::to_string(k), t, s));
+  }
+  g.mark_output(g.add_op(spec.op, ins, spec.attrs, "out"), "");
+  return g;
+}
+
+TEST(GpuOps, EveryOpMatchesTheReference) {
+  WEFT_REQUIRE_GPU();
+  const auto i32 = DType::i32;
+  const auto state = TensorKind::state, input = TensorKind::input, weight = TensorKind::weight;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const DType f = dt;
+    for (int64_t n : {1, 3, 127, 4097}) {
+      const int64_t even = 2 * n, hd8 = 8 * ((n + 7) / 8);
+      std::vector<OneOp> specs = {
+          {"embedding", {}, {{50, n}, {3}}, {f, i32}, {weight, input}},
+          {"rmsnorm", {{"eps", 1e-5}}, {{3, n}, {n}}},
+          {"layernorm", {{"eps", 1e-5}}, {{3, n}, {n}, {n}}},
+          {"head_rmsnorm", {{"head_dim", 8}}, {{3, hd8}, {8}}},
+          {"linear", {}, {{3, n}, {37, n}, {37}, {3, 37}}, {}, {input, weight, weight, input}},
+          {"linear", {}, {{1, n}, {n, n}}},
+          {"matmul", {}, {{2, 3, n}, {n, 5}}},
+          {"add", {}, {{3, n}, {3, n}}, {}, {input, input}},
+          {"mul", {}, {{3, n}, {n}}},
+          {"silu", {}, {{3, n}}},
+          {"gelu", {{"approximate", "tanh"}}, {{3, n}}},
+          {"gelu", {}, {{3, n}}},
+          {"silu_mul", {}, {{3, even}}},
+          {"silu_mul", {}, {{3, n}, {3, n}}, {}, {input, input}},
+          {"rope", {{"head_dim", 8}, {"theta", 10000.0}}, {{3, hd8}, {3}}, {f, i32}, {input, input}},
+          {"rope", {{"head_dim", 8}, {"style", "interleaved"}, {"scaling", "llama3"}, {"factor", 8.0}}, {{3, hd8}, {3}}, {f, i32}, {input, input}},
+          {"softmax", {}, {{3, n}}},
+          {"argmax", {{"dtype", "i32"}}, {{3, n}}},
+          {"reduce", {{"kind", "sum"}, {"axis", -1}}, {{3, n}}},
+          {"reduce", {{"kind", "max"}, {"axis", 0}, {"keepdim", true}}, {{3, n}}},
+          {"reduce", {{"kind", "mean"}, {"axis", 1}}, {{2, n, 3}}},
+          {"cast", {{"dtype", "f16"}}, {{3, n}}},
+          {"reshape", {{"shape", {n, 3}}}, {{3, n}}},
+          {"slice", {{"axis", 1}, {"start", n / 2}, {"end", n}}, {{3, n}}},
+          {"concat", {{"axis", -1}}, {{3, n}, {3, 5}}, {}, {input, input}},
+          {"attention_decode", {{"num_q_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 8}},
+           {{3, 32}, {3, 16}, {3, 16}, {3, std::min<int64_t>(n, 127) + 1, 2, 8}, {3, std::min<int64_t>(n, 127) + 1, 2, 8}, {3}},
+           {f, f, f, f, f, i32}, {input, input, input, state, state, input}},
+      };
+      for (const OneOp& spec : specs) {
+        const Graph g = one_op_graph(spec, f);
+        try {
+          const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, static_cast<uint32_t>(n), 0, 1});
+          EXPECT_TRUE(problems.empty()) << spec.op << " " << dtype_name(dt) << " n=" << n << joined(problems);
+        } catch (const Error& e) {
+          ADD_FAILURE() << spec.op << " " << dtype_name(dt) << " n=" << n << ": " << e.what();
+        }
+      }
+    }
+  }
+}
+
+TEST(GpuGraphs, TwoHundredRandomGraphs) {
+  WEFT_REQUIRE_GPU();
+  int ran = 0;
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    RandomGraphOptions ro;
+    ro.argmax_feeds_embedding = false;
+    ro.dtype = seed % 2 ? DType::bf16 : DType::f32;
+    RandomGraphBuilder b(seed, ro);
+    const Graph g = b.build();
+    SymbolValues values(g.symbols().size(), 1 + static_cast<int64_t>(seed % 4));
+    try {
+      const auto problems = compare_with_reference(g, values, GpuCompareOptions{0, 0, seed, 6, 1});
+      EXPECT_TRUE(problems.empty()) << "seed " << seed << joined(problems);
+      ++ran;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "seed " << seed << ": " << e.what();
+    }
+  }
+  EXPECT_EQ(ran, 200);
+}
+
+TEST(GpuGraphs, DecoderOverSeveralSteps) {
+  WEFT_REQUIRE_GPU();
+  DecoderShape s = qwen3_0_6b_shape();
+  s.layers = 2;
+  s.hidden = 256;
+  s.q_heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.ffn = 512;
+  s.vocab = 1000;
+  s.max_seq = 64;
+  s.max_batch = 4;
+  const Graph g = build_decoder_graph(s);
+  for (int64_t batch : {1, 3}) {
+    const auto problems = compare_with_reference(g, SymbolValues{batch}, GpuCompareOptions{0, 0, 7, 0, 4});
+    EXPECT_TRUE(problems.empty()) << "batch " << batch << joined(problems);
+  }
+}
+
+// y = silu(x) * w: small, so 10,000 launches take seconds.
+Graph tiny_graph() {
+  Graph g("tiny");
+  const TensorId x = g.add_tensor(TensorKind::input, "x", DType::f32, fixed_shape({4, 300}));
+  const TensorId w = g.add_tensor(TensorKind::weight, "w", DType::f32, fixed_shape({300}));
+  g.mark_output(g.add_op("mul", {g.add_op("silu", {x}, {}, "s"), w}, {}, "y"), "");
+  return g;
+}
+
+struct TinyRun {
+  DeviceTensor x, w, y;
+  Buffer want;
+  std::vector<DeviceBinding> bindings;
+  explicit TinyRun(const Graph& g, uint32_t seed) : x(4 * 300 * 4), w(300 * 4), y(4 * 300 * 4) {
+    std::vector<Buffer> v(g.tensors().size());
+    v[0] = random_float(DType::f32, {4, 300}, seed);
+    v[1] = random_float(DType::f32, {300}, seed + 1);
+    x.upload(to_bytes(v[0]));
+    w.upload(to_bytes(v[1]));
+    evaluate(g, {}, v);
+    want = v[static_cast<size_t>(g.find_tensor("y"))];
+    bindings = {{0, {x.data(), DType::f32, {4, 300}, {}}}, {1, {w.data(), DType::f32, {300}, {}}},
+                {g.find_tensor("y"), {y.data(), DType::f32, {4, 300}, {}}}};
+  }
+  static Buffer random_float(DType dt, std::vector<int64_t> shape, uint32_t seed) {
+    Buffer b(dt, std::move(shape));
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-2, 2);
+    for (float& f : b.f) f = u(rng);
+    return b;
+  }
+  bool matches() const {
+    const Buffer got = from_bytes(DType::f32, {4, 300}, y.download());
+    for (size_t k = 0; k < got.f.size(); ++k)
+      if (std::fabs(got.f[k] - want.f[k]) > 1e-5f * (1 + std::fabs(want.f[k]))) return false;
+    return true;
+  }
+};
+
+TEST(GpuProgram, TenThousandLaunches) {
+  WEFT_REQUIRE_GPU();
+  const Graph g = tiny_graph();
+  Program p(DeviceContext::open(-1), g, {});
+  TinyRun r(g, 3);
+  for (int i = 1; i <= 10000; ++i) {
+    if (i % 1000 == 0) r.y.fill(0xff);  // poison, so a launch that does nothing is caught
+    p.run(r.bindings, nullptr);
+    if (i % 1000 == 0) {
+      p.synchronize(nullptr);
+      ASSERT_TRUE(r.matches()) << "wrong result after launch " << i;
+    }
+  }
+}
+
+TEST(GpuProgram, TwoProgramsOnTwoStreams) {
+  WEFT_REQUIRE_GPU();
+  const Graph g1 = tiny_graph();
+  DecoderShape s = llama_3_2_1b_shape();
+  s.layers = 1;
+  s.hidden = 128;
+  s.q_heads = 2;
+  s.kv_heads = 1;
+  s.head_dim = 64;
+  s.ffn = 256;
+  s.vocab = 512;
+  s.max_seq = 16;
+  s.max_batch = 2;
+  auto ctx = DeviceContext::open(-1);
+  DeviceContext::Scope scope(*ctx);
+  CUstream s1 = nullptr, s2 = nullptr;
+  check_cu(driver().stream_create(&s1, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  check_cu(driver().stream_create(&s2, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  {
+    Program a(ctx, g1, {}), b(ctx, tiny_graph(), {});
+    TinyRun ra(g1, 11), rb(g1, 12);
+    for (int i = 0; i < 200; ++i) {
+      a.run(ra.bindings, s1);
+      b.run(rb.bindings, s2);
+    }
+    a.synchronize(s1);
+    b.synchronize(s2);
+    EXPECT_TRUE(ra.matches());
+    EXPECT_TRUE(rb.matches());
+  }
+  driver().stream_destroy(s1);
+  driver().stream_destroy(s2);
+  // A decoder and the tiny graph interleaved on two streams agree with the reference too.
+  const auto problems = compare_with_reference(build_decoder_graph(s), SymbolValues{2}, GpuCompareOptions{0, 0, 5, 0, 3});
+  EXPECT_TRUE(problems.empty()) << joined(problems);
+}
+
+TEST(GpuProgram, DestroyedWhileAnotherRuns) {
+  WEFT_REQUIRE_GPU();
+  const Graph g = tiny_graph();
+  auto ctx = DeviceContext::open(-1);
+  Program keep(ctx, g, {});
+  TinyRun r(g, 21);
+  {
+    auto doomed = std::make_unique<Program>(ctx, g, ProgramOptions{});
+    TinyRun rd(g, 22);
+    for (int i = 0; i < 500; ++i) {
+      keep.run(r.bindings, nullptr);
+      doomed->run(rd.bindings, nullptr);
+    }
+    doomed.reset();  // waits for its own launches, frees its memory while `keep`'s are still queued
+    EXPECT_TRUE(rd.matches());
+  }
+  for (int i = 0; i < 100; ++i) keep.run(r.bindings, nullptr);
+  keep.synchronize(nullptr);
+  EXPECT_TRUE(r.matches());
+}
+
+TEST(GpuProgram, WatchdogTurnsADeadlockIntoAnError) {
+  WEFT_REQUIRE_GPU();
+  DecoderShape s = llama_3_2_1b_shape();
+  s.layers = 1;
+  s.hidden = 128;
+  s.q_heads = 2;
+  s.kv_heads = 1;
+  s.head_dim = 64;
+  s.ffn = 256;
+  s.vocab = 512;
+  s.max_seq = 16;
+  s.max_batch = 1;
+  const Graph g = build_decoder_graph(s);
+  ProgramOptions o;
+  o.watchdog_ms = 300;
+  o.use_cache = false;
+  Program p(DeviceContext::open(-1), g, o);
+  p.break_task_for_testing(5);  // a deliberately broken task graph: one wait can never be satisfied
+  std::vector<DeviceTensor> mem;
+  std::vector<DeviceBinding> bindings;
+  for (size_t i = 0; i < g.tensors().size(); ++i) {
+    const TensorDesc& t = g.tensors()[i];
+    if (t.kind == TensorKind::intermediate && !t.is_output) continue;
+    const auto shape = resolve_shape(t.type.shape, SymbolValues{1});
+    Buffer b(t.type.dtype, shape);
+    mem.emplace_back(static_cast<size_t>(b.numel()) * dtype_size(b.dtype));
+    mem.back().upload(to_bytes(b));  // zeros: valid ids and positions
+    bindings.push_back(DeviceBinding{static_cast<TensorId>(i), DeviceView{mem.back().data(), t.type.dtype, shape, {}}});
+  }
+  const auto start = std::chrono::steady_clock::now();
+  p.run(bindings, nullptr);
+  try {
+    p.synchronize(nullptr);
+    FAIL() << "the broken graph did not deadlock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::deadlock);
+    EXPECT_NE(std::string(e.what()).find("waited on event"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("watchdog"), std::string::npos) << e.what();
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 30.0) << "the watchdog took too long to stop the kernel";
+  // The GPU is not left hung: another program still runs correctly.
+  const Graph t = tiny_graph();
+  Program ok(DeviceContext::open(-1), t, {});
+  TinyRun r(t, 5);
+  ok.run(r.bindings, nullptr);
+  ok.synchronize(nullptr);
+  EXPECT_TRUE(r.matches());
+}
+
+TEST(GpuProgram, DeviceArgumentErrorsNameTheRow) {
+  WEFT_REQUIRE_GPU();
+  Graph g("emb");
+  const TensorId table = g.add_tensor(TensorKind::weight, "table", DType::f32, fixed_shape({10, 16}));
+  const TensorId ids = g.add_tensor(TensorKind::input, "ids", DType::i32, fixed_shape({4}));
+  g.mark_output(g.add_op("embedding", {table, ids}, {}, "e"), "");
+  Program p(DeviceContext::open(-1), g, {});
+  DeviceTensor t(10 * 16 * 4), i(4 * 4), e(4 * 16 * 4);
+  Buffer idv(DType::i32, {4});
+  idv.i = {1, 2, 99, 3};
+  i.upload(to_bytes(idv));
+  t.fill(0);
+  const std::vector<DeviceBinding> b = {{table, {t.data(), DType::f32, {10, 16}, {}}}, {ids, {i.data(), DType::i32, {4}, {}}},
+                                        {g.find_tensor("e"), {e.data(), DType::f32, {4, 16}, {}}}};
+  p.run(b, nullptr);
+  try {
+    p.synchronize(nullptr);
+    FAIL() << "an id out of range was not reported";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.status(), Status::invalid_argument);
+    EXPECT_NE(std::string(err.what()).find("row 2 has id 99"), std::string::npos) << err.what();
+  }
+  idv.i = {1, 2, 9, 3};
+  i.upload(to_bytes(idv));
+  p.run(b, nullptr);
+  EXPECT_NO_THROW(p.synchronize(nullptr)) << "the program must stay usable after a reported error";
+}
+
+}  // namespace
+}  // namespace weft::test
