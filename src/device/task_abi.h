@@ -75,7 +75,8 @@ struct weft_env {
 //  MATMUL           in: a [B, M, K], b [B, K, N] or [K, N]. R = B*M, C = N. d0=M, d1=K, d2=N,
 //                   d3=1 if b is batched else 0.
 //  ADD, MUL         in: a, b broadcast to the output, all seen as 4-D (leading 1s): d0..d3 = output dims,
-//                   d4..d7 = a's element strides per output dim (0 where broadcast), d8..d11 = b's.
+//                   d4..d7 = a's element strides per output dim (0 where broadcast), d8..d11 = b's. d3 is the
+//                   output's last dim (the view's C); only leading dims are merged to reach rank 4.
 //  SILU             in: x. Elementwise.
 //  GELU             in: x. i0=1 for the tanh form, 0 for erf.
 //  SILU_MUL         in: gate, up or -1. d0=F (= C). Without up, gate is [R, 2F]: gate cols [0,F), up [F,2F).
@@ -89,7 +90,8 @@ struct weft_env {
 //                   caches at positions[b], then attends over [0, positions[b]]. Bad position: zeros +
 //                   WEFT_DEV_ERR_POSITION (error_info: [1]=row, [2]=position).
 //  SOFTMAX          in: x [R, C]. Whole rows.
-//  ARGMAX           in: x [R, N]. Output [R] (view R x 1). d0=N. i0=output dtype. First max; NaN is max.
+//  ARGMAX           in: x [R, N]. Output: one index per row of x. Unlike other ops, [row0, row1) are rows of x
+//                   (= flat output elements), col0/col1 unused. d0=N. i0=output dtype. First max; NaN is max.
 //  REDUCE           in: x seen as [outer, A, inner]; output [outer, inner] (view R x C of the output's own
 //                   shape, any keepdim). d0=outer, d1=A, d2=inner. i0=kind (0 sum, 1 max, 2 mean). A tile
 //                   covers output elements [row0*C+col0 ...] as usual; whole rows.

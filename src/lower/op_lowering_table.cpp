@@ -132,7 +132,8 @@ void broadcast_args(const LowerCtx& c, weft_task_args& a) {
   std::vector<std::array<int64_t, 3>> dims;  // (out, a, b) sizes per kept dim
   for (size_t d = 0; d < r; ++d) {
     const std::array<int64_t, 3> cur{out[d], in_dim(0, d), in_dim(1, d)};
-    if (!dims.empty()) {
+    // The last dim is never merged: the device takes d3 as the view's column count.
+    if (!dims.empty() && d + 1 < r) {
       auto& prev = dims.back();
       auto same_kind = [&](size_t k) { return (prev[k] == prev[0]) == (cur[k] == cur[0]); };
       if (cur[0] == 1 || prev[0] == 1 || (same_kind(1) && same_kind(2))) {
@@ -228,6 +229,11 @@ std::vector<Region> argmax_reads(const LowerCtx& c, size_t, const Region& t) {
 void argmax_args(const LowerCtx& c, weft_task_args& a) {
   a.d[0] = c.in_view(0).cols;
   a.i[0] = static_cast<int>(c.out_dtype());
+  // The device walks rows [row0, row1) of x, output element e being x's row e. The grid's tiles are one output
+  // row each, so their elements are the contiguous flat range below.
+  const int64_t cols = c.out_view().cols, row = a.row0;
+  a.row0 = row * cols + a.col0;
+  a.row1 = row * cols + a.col1;
 }
 
 // [outer, A, inner] around an axis of operand k.

@@ -18,12 +18,6 @@
 #include "core/error.hpp"
 #include "device/task_abi.h"
 
-// nvJitLink (13.0) keeps a few internal buffers per link until exit (MBs after an sm_100a link); they are not
-// ours to free, so LeakSanitizer (the ASan build runs with detect_leaks=1) is told to skip the CUDA JIT
-// libraries. Default visibility: LSan finds the hook only among exported symbols. Without a sanitizer this
-// function is never called.
-extern "C" [[gnu::visibility("default")]] const char* __lsan_default_suppressions() { return "leak:libnvJitLink.so\nleak:libnvrtc.so\n"; }
-
 namespace weft {
 namespace {
 

@@ -180,8 +180,9 @@ struct TinyRun {
 
 TEST(GpuProgram, TenThousandLaunches) {
   WEFT_REQUIRE_GPU();
+  GpuSession session;
   const Graph g = tiny_graph();
-  Program p(DeviceContext::open(-1), g, {});
+  Program p(session.context(), g, {});
   TinyRun r(g, 3);
   for (int i = 1; i <= 10000; ++i) {
     if (i % 1000 == 0) r.y.fill(0xff);  // poison, so a launch that does nothing is caught
@@ -206,8 +207,8 @@ TEST(GpuProgram, TwoProgramsOnTwoStreams) {
   s.vocab = 512;
   s.max_seq = 16;
   s.max_batch = 2;
-  auto ctx = DeviceContext::open(-1);
-  DeviceContext::Scope scope(*ctx);
+  GpuSession session;
+  const auto& ctx = session.context();
   CUstream s1 = nullptr, s2 = nullptr;
   check_cu(driver().stream_create(&s1, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   check_cu(driver().stream_create(&s2, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
@@ -232,8 +233,9 @@ TEST(GpuProgram, TwoProgramsOnTwoStreams) {
 
 TEST(GpuProgram, DestroyedWhileAnotherRuns) {
   WEFT_REQUIRE_GPU();
+  GpuSession session;
   const Graph g = tiny_graph();
-  auto ctx = DeviceContext::open(-1);
+  const auto& ctx = session.context();
   Program keep(ctx, g, {});
   TinyRun r(g, 21);
   {
@@ -253,6 +255,7 @@ TEST(GpuProgram, DestroyedWhileAnotherRuns) {
 
 TEST(GpuProgram, WatchdogTurnsADeadlockIntoAnError) {
   WEFT_REQUIRE_GPU();
+  GpuSession session;
   DecoderShape s = llama_3_2_1b_shape();
   s.layers = 1;
   s.hidden = 128;
@@ -267,7 +270,7 @@ TEST(GpuProgram, WatchdogTurnsADeadlockIntoAnError) {
   ProgramOptions o;
   o.watchdog_ms = 300;
   o.use_cache = false;
-  Program p(DeviceContext::open(-1), g, o);
+  Program p(session.context(), g, o);
   p.break_task_for_testing(5);  // a deliberately broken task graph: one wait can never be satisfied
   std::vector<DeviceTensor> mem;
   std::vector<DeviceBinding> bindings;
@@ -294,7 +297,7 @@ TEST(GpuProgram, WatchdogTurnsADeadlockIntoAnError) {
   EXPECT_LT(secs, 30.0) << "the watchdog took too long to stop the kernel";
   // The GPU is not left hung: another program still runs correctly.
   const Graph t = tiny_graph();
-  Program ok(DeviceContext::open(-1), t, {});
+  Program ok(session.context(), t, {});
   TinyRun r(t, 5);
   ok.run(r.bindings, nullptr);
   ok.synchronize(nullptr);
@@ -303,11 +306,12 @@ TEST(GpuProgram, WatchdogTurnsADeadlockIntoAnError) {
 
 TEST(GpuProgram, DeviceArgumentErrorsNameTheRow) {
   WEFT_REQUIRE_GPU();
+  GpuSession session;
   Graph g("emb");
   const TensorId table = g.add_tensor(TensorKind::weight, "table", DType::f32, fixed_shape({10, 16}));
   const TensorId ids = g.add_tensor(TensorKind::input, "ids", DType::i32, fixed_shape({4}));
   g.mark_output(g.add_op("embedding", {table, ids}, {}, "e"), "");
-  Program p(DeviceContext::open(-1), g, {});
+  Program p(session.context(), g, {});
   DeviceTensor t(10 * 16 * 4), i(4 * 4), e(4 * 16 * 4);
   Buffer idv(DType::i32, {4});
   idv.i = {1, 2, 99, 3};

@@ -23,6 +23,7 @@ std::string where(const TensorDesc& t, int64_t k) { return "'" + t.name + "' ele
 }  // namespace
 
 std::vector<std::string> compare_with_reference(const Graph& g, const SymbolValues& values, const GpuCompareOptions& o) {
+  GpuSession session;
   const auto& tensors = g.tensors();
   std::vector<std::vector<int64_t>> shapes;
   for (const TensorDesc& t : tensors) shapes.push_back(resolve_shape(t.type.shape, values));
@@ -58,7 +59,7 @@ std::vector<std::string> compare_with_reference(const Graph& g, const SymbolValu
   std::vector<std::string> problems;
   ProgramOptions po;
   po.watchdog_ms = 10000;
-  Program program(DeviceContext::open(-1), g, po);
+  Program program(session.context(), g, po);
   for (int run = 0; run < o.runs; ++run) {
     evaluate(g, values, ref);
     program.run(bindings, nullptr);

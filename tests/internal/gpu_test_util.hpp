@@ -24,6 +24,17 @@ namespace weft::test {
     if (!::weft::cuda_available(&why_)) GTEST_SKIP() << "no GPU: " << why_;  \
   } while (0)
 
+// The device's context, current on this thread for the scope's lifetime (test allocations need one).
+class GpuSession {
+ public:
+  GpuSession() : ctx_(DeviceContext::open(0)), scope_(*ctx_) {}
+  const std::shared_ptr<DeviceContext>& context() const { return ctx_; }
+
+ private:
+  std::shared_ptr<DeviceContext> ctx_;
+  DeviceContext::Scope scope_;
+};
+
 // Device memory holding one tensor, freed at scope exit.
 class DeviceTensor {
  public:

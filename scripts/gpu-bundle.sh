@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Makes a small copy of a build folder for a GPU machine: binaries stripped, object files left out.
+#   bash scripts/gpu-bundle.sh BUILD_DIR OUT_DIR
+set -euo pipefail
+src="$(cd "${1:?usage: gpu-bundle.sh BUILD_DIR OUT_DIR}" && pwd)"
+out="${2:?usage: gpu-bundle.sh BUILD_DIR OUT_DIR}"
+rm -rf "$out"
+mkdir -p "$out"
+tar -C "$src" --exclude='*.o' --exclude='*.a' --exclude='./Testing' -cf - . | tar -C "$out" -xf -
+find "$out" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c 'file -b "$1" | grep -q ELF && strip --strip-unneeded "$1"' _ {} \;
+du -sh "$out"
