@@ -6,6 +6,8 @@ src="$(cd "${1:?usage: gpu-bundle.sh BUILD_DIR OUT_DIR}" && pwd)"
 out="${2:?usage: gpu-bundle.sh BUILD_DIR OUT_DIR}"
 rm -rf "$out"
 mkdir -p "$out"
-tar -C "$src" --exclude='*.o' --exclude='*.a' --exclude='./Testing' -cf - . | tar -C "$out" -xf -
+# The per-arch device library cubins are already embedded in every binary; benchmarks are not tests.
+tar -C "$src" --exclude='*.o' --exclude='*.a' --exclude='./Testing' --exclude='./device/*.cubin' \
+  --exclude='./weft_compile_bench' -cf - . | tar -C "$out" -xf -
 find "$out" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c 'file -b "$1" | grep -q ELF && strip --strip-unneeded "$1"' _ {} \;
 du -sh "$out"

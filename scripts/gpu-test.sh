@@ -12,11 +12,14 @@ old_build=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt"
 old_src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt")
 if [ -n "$old_build" ] && [ "$old_build" != "$build" ]; then
   # Test lists hold absolute paths of the machine that built them.
-  find "$build" -name 'CTestTestfile.cmake' -o -name '*_tests.cmake' -o -name '*include*.cmake' | while read -r f; do
+  # CMakeCache.txt too, so that a second run finds nothing left to rewrite.
+  find "$build" -name '*.cmake' -o -name 'CMakeCache.txt' | while read -r f; do
     sed -i "s#$old_build#$build#g; s#$old_src#$root#g" "$f"
   done
 fi
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+# The binaries' RUNPATH names the folder they were built in.
+export LD_LIBRARY_PATH="$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 log=$(mktemp)
 (cd "$build" && ctest --output-on-failure "$@") 2>&1 | tee "$log"
 total=$(grep -oE 'out of [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+')

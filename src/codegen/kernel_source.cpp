@@ -74,6 +74,8 @@ std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t
        "  env.task_index = -1;\n"
        "  const int end = queue_offsets[blockIdx.x + 1];\n"
        "  for (int k = queue_offsets[blockIdx.x]; k < end; ++k) {\n"
+       "    // Shared memory belongs to one task at a time: a task without waits or notifies has no other barrier.\n"
+       "    if (k != queue_offsets[blockIdx.x]) __syncthreads();\n"
        "    const int ti = queue_tasks[k];\n"
        "    const weft_task* t = &tasks[ti];\n"
        "    env.task_index = ti;\n"

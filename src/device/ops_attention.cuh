@@ -348,6 +348,9 @@ __device__ void attention_decode_impl(const weft_task_args* a, const weft_env* e
               sum += e;
             }
             sum = warp_sum(sum);
+            // Every lane read sm.m[g] and sm.l[g] above; the shuffles already order those reads before this
+            // write, but racecheck only counts barriers.
+            __syncwarp();
             if (lane() == 0) {
               sm.m[g] = m_new;
               sm.l[g] = sm.l[g] * rescale + sum;

@@ -91,7 +91,8 @@ struct weft_env {
 //                   WEFT_DEV_ERR_POSITION (error_info: [1]=row, [2]=position).
 //  SOFTMAX          in: x [R, C]. Whole rows.
 //  ARGMAX           in: x [R, N]. Output: one index per row of x. Unlike other ops, [row0, row1) are rows of x
-//                   (= flat output elements), col0/col1 unused. d0=N. i0=output dtype. First max; NaN is max.
+//                   (= flat output elements), col0/col1 unused. dtype is x's (not the output's). d0=N.
+//                   i0=output dtype. First max; NaN is max.
 //  REDUCE           in: x seen as [outer, A, inner]; output [outer, inner] (view R x C of the output's own
 //                   shape, any keepdim). d0=outer, d1=A, d2=inner. i0=kind (0 sum, 1 max, 2 mean). A tile
 //                   covers output elements [row0*C+col0 ...] as usual; whole rows.

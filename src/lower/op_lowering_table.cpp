@@ -227,6 +227,7 @@ std::vector<Region> argmax_reads(const LowerCtx& c, size_t, const Region& t) {
   return r;
 }
 void argmax_args(const LowerCtx& c, weft_task_args& a) {
+  a.dtype = static_cast<int>(c.in_dtype(0));  // the device dispatches on x's float dtype; i0 is the output's
   a.d[0] = c.in_view(0).cols;
   a.i[0] = static_cast<int>(c.out_dtype());
   // The device walks rows [row0, row1) of x, output element e being x's row e. The grid's tiles are one output
