@@ -39,12 +39,17 @@ CREATE TABLE kernels (
   checksum  TEXT NOT NULL,              -- XXH3-128 over key, metadata, extra, cubin (length-prefixed)
   size      INTEGER NOT NULL,           -- bytes of cubin + metadata + extra
   created   INTEGER NOT NULL,           -- unix ms
-  last_used INTEGER NOT NULL,           -- unix ms, nudged to be unique so LRU order is exact
-  hits      INTEGER NOT NULL DEFAULT 0,
   metadata  TEXT NOT NULL,
   extra     BLOB NOT NULL,
   cubin     BLOB NOT NULL);
-CREATE INDEX kernels_last_used ON kernels (last_used);
+-- Hit bookkeeping lives apart from the blobs: SQLite rewrites a whole row on UPDATE, and recording a hit must
+-- not rewrite megabytes of cubin and task tables (it cost ~10 ms per warm start).
+CREATE TABLE usage (
+  key       TEXT PRIMARY KEY NOT NULL,
+  last_used INTEGER NOT NULL,           -- unix ms, nudged to be unique so LRU order is exact
+  hits      INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX usage_last_used ON usage (last_used);
+CREATE TRIGGER kernels_gone AFTER DELETE ON kernels BEGIN DELETE FROM usage WHERE key = old.key; END;
 )sql";
 
 // Internal failure of an SQLite call; with_db turns it into recovery or a weft::Error.
@@ -346,10 +351,11 @@ std::optional<Entry> KernelCache::get(const CacheKey& key) {
       }
       try {  // bookkeeping only: an entry that verified is served even if the hit cannot be recorded
         Stmt u(db_,
-               "UPDATE kernels SET hits = hits + 1, "
-               "last_used = max(?1, (SELECT coalesce(max(last_used), 0) + 1 FROM kernels)) WHERE rowid = ?2");
+               "INSERT INTO usage (key, last_used, hits) "
+               "VALUES (?2, max(?1, (SELECT coalesce(max(last_used), 0) + 1 FROM usage)), 1) "
+               "ON CONFLICT (key) DO UPDATE SET hits = hits + 1, last_used = excluded.last_used");
         u.bind_int(1, now_ms());
-        u.bind_int(2, rowid);
+        u.bind_text(2, hex);
         u.step();
       } catch (const DbError& e) {
         if (is_corrupt(e.rc)) throw;
@@ -377,9 +383,15 @@ bool KernelCache::put(const CacheKey& key, const Entry& entry) {
     return with_db("put", [&] {
       exec(db_, "BEGIN IMMEDIATE");  // take the write lock now: a deferred upgrade could fail without waiting
       {
+        Stmt u(db_,
+               "INSERT OR REPLACE INTO usage (key, last_used, hits) "
+               "VALUES (?1, max(?2, (SELECT coalesce(max(last_used), 0) + 1 FROM usage)), 0)");
+        u.bind_text(1, hex);
+        u.bind_int(2, now_ms());
+        u.step();
         Stmt s(db_,
-               "INSERT OR REPLACE INTO kernels (key, checksum, size, created, last_used, hits, metadata, extra, cubin) "
-               "VALUES (?1, ?2, ?3, ?4, max(?4, (SELECT coalesce(max(last_used), 0) + 1 FROM kernels)), 0, ?5, ?6, ?7)");
+               "INSERT OR REPLACE INTO kernels (key, checksum, size, created, metadata, extra, cubin) "
+               "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
         s.bind_text(1, hex);
         s.bind_text(2, sum);
         s.bind_int(3, static_cast<int64_t>(size));
@@ -406,7 +418,8 @@ uint64_t KernelCache::evict_to(uint64_t cap) {
   if (total <= cap) return 0;
   std::vector<int64_t> victims;
   {
-    Stmt s(db_, "SELECT rowid, size FROM kernels ORDER BY last_used, rowid");
+    Stmt s(db_, "SELECT k.rowid, k.size FROM kernels k LEFT JOIN usage u ON u.key = k.key "
+                "ORDER BY coalesce(u.last_used, 0), k.rowid");
     while (total > cap && s.step()) {
       victims.push_back(s.column_int(0));
       total -= std::min(total, static_cast<uint64_t>(s.column_int(1)));
@@ -428,7 +441,7 @@ Stats KernelCache::stats() {
   std::lock_guard lock(mutex_);
   return with_db("stats", [&] {
     Stats st;
-    Stmt s(db_, "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(hits), 0) FROM kernels");
+    Stmt s(db_, "SELECT count(*), coalesce(sum(size), 0), (SELECT coalesce(sum(hits), 0) FROM usage) FROM kernels");
     s.step();
     st.entries = static_cast<uint64_t>(s.column_int(0));
     st.total_bytes = static_cast<uint64_t>(s.column_int(1));
@@ -443,7 +456,8 @@ std::vector<ListedEntry> KernelCache::list() {
   std::lock_guard lock(mutex_);
   return with_db("list", [&] {
     std::vector<ListedEntry> out;
-    Stmt s(db_, "SELECT key, size, created, last_used, hits, metadata FROM kernels ORDER BY last_used DESC, rowid DESC");
+    Stmt s(db_, "SELECT k.key, k.size, k.created, coalesce(u.last_used, k.created), coalesce(u.hits, 0), k.metadata "
+                "FROM kernels k LEFT JOIN usage u ON u.key = k.key ORDER BY 4 DESC, k.rowid DESC");
     while (s.step()) {
       ListedEntry e;
       e.key = s.column_text(0);
@@ -514,6 +528,7 @@ void KernelCache::clear() {
   with_db("clear", [&] {
     exec(db_, "BEGIN IMMEDIATE");
     exec(db_, "DELETE FROM kernels");
+    exec(db_, "DELETE FROM usage");
     exec(db_, "PRAGMA incremental_vacuum");
     exec(db_, "COMMIT");
   });

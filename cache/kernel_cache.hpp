@@ -22,7 +22,7 @@ struct sqlite3;
 
 namespace weft::cache {
 
-inline constexpr int kCacheSchemaVersion = 1;                      // PRAGMA user_version of kernels.sqlite
+inline constexpr int kCacheSchemaVersion = 2;                      // PRAGMA user_version of kernels.sqlite
 inline constexpr uint64_t kDefaultCacheMaxBytes = uint64_t{2} << 30;  // 2 GiB
 
 struct Entry {
