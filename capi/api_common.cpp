@@ -109,4 +109,16 @@ Shape to_shape(const Graph& g, const std::string& tensor, const weft_dim* dims, 
   return s;
 }
 
+TensorView to_view(const weft_tensor_view& v, const std::string& name, int32_t index) {
+  TensorView t;
+  t.data = v.data;
+  t.dtype = to_dtype(v.dtype, ("bindings[" + std::to_string(index) + "] ('" + name + "') dtype").c_str());
+  if (v.rank < 0 || v.rank > WEFT_MAX_RANK)
+    invalid("binding of '" + name + "': rank " + std::to_string(v.rank) + " is out of range; expected 0 to " + std::to_string(WEFT_MAX_RANK));
+  if (v.rank > 0 && !v.shape) invalid("binding of '" + name + "': shape is NULL for rank " + std::to_string(v.rank));
+  t.shape.assign(v.shape, v.shape + v.rank);
+  if (v.strides) t.strides.assign(v.strides, v.strides + v.rank);
+  return t;
+}
+
 }  // namespace weft::capi

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "graph/graph.hpp"
+#include "graph/tensor_view.hpp"
 #include "weft/weft.h"
 
 struct weft_context : std::enable_shared_from_this<weft_context> {
@@ -93,5 +94,7 @@ weft_tensor encode_tensor(const weft_graph* g, TensorId id);
 TensorId decode_tensor(const weft_graph* g, weft_tensor t, const char* param);  // NONE -> kNoTensor
 DType to_dtype(weft_dtype d, const char* param);
 Shape to_shape(const Graph& g, const std::string& tensor, const weft_dim* dims, int32_t rank);
+// The caller's view of bindings[index] (bound to tensor `name`), checked: dtype, rank, shape pointer.
+TensorView to_view(const weft_tensor_view& v, const std::string& name, int32_t index);
 
 }  // namespace weft::capi

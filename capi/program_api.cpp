@@ -112,15 +112,7 @@ weft_status weft_program_run(weft_program* program, const weft_binding* bindings
         invalid(param + " is not a tensor of the graph this program was created from");
       DeviceBinding d;
       d.tensor = static_cast<TensorId>(index - 1);
-      const weft_tensor_view& v = b.value;
-      const std::string& name = g.tensor(d.tensor).name;
-      d.view.data = v.data;
-      d.view.dtype = to_dtype(v.dtype, ("bindings[" + std::to_string(i) + "] ('" + name + "') dtype").c_str());
-      if (v.rank < 0 || v.rank > WEFT_MAX_RANK)
-        invalid("binding of '" + name + "': rank " + std::to_string(v.rank) + " is out of range; expected 0 to " + std::to_string(WEFT_MAX_RANK));
-      if (v.rank > 0 && !v.shape) invalid("binding of '" + name + "': shape is NULL for rank " + std::to_string(v.rank));
-      d.view.shape.assign(v.shape, v.shape + v.rank);
-      if (v.strides) d.view.strides.assign(v.strides, v.strides + v.rank);
+      d.view = to_view(b.value, g.tensor(d.tensor).name, i);
       db.push_back(std::move(d));
     }
     program->program->run(db, static_cast<CUstream>(stream));

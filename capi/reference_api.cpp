@@ -55,15 +55,7 @@ weft_status weft_graph_run_reference(const weft_graph* graph, const weft_binding
       HostBinding h;
       h.tensor = decode_tensor(graph, b.tensor, param.c_str());
       if (h.tensor == kNoTensor) invalid(param + " is WEFT_TENSOR_NONE");
-      const std::string& name = graph->graph.tensor(h.tensor).name;
-      const weft_tensor_view& v = b.value;
-      h.view.data = v.data;
-      h.view.dtype = to_dtype(v.dtype, ("bindings[" + std::to_string(i) + "] ('" + name + "') dtype").c_str());
-      if (v.rank < 0 || v.rank > WEFT_MAX_RANK)
-        invalid("binding of '" + name + "': rank " + std::to_string(v.rank) + " is out of range; expected 0 to " + std::to_string(WEFT_MAX_RANK));
-      if (v.rank > 0 && !v.shape) invalid("binding of '" + name + "': shape is NULL for rank " + std::to_string(v.rank));
-      h.view.shape.assign(v.shape, v.shape + v.rank);
-      if (v.strides) h.view.strides.assign(v.strides, v.strides + v.rank);
+      h.view = to_view(b.value, graph->graph.tensor(h.tensor).name, i);
       hb.push_back(std::move(h));
     }
     run_reference(graph->graph, hb);

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "device/task_abi.h"
+#include "device/config.cuh"
 
 namespace weft {
 
@@ -13,28 +13,11 @@ struct DevOpName {
   const char* function;
   const char* enumerator;
 };
-// Indexed by weft_dev_op.
+// Indexed by weft_dev_op, from the device library's own list.
 constexpr std::array<DevOpName, WEFT_DEV_OP_COUNT> kDevOps = {{
-    {"weft_dev_embedding", "WEFT_DEV_OP_EMBEDDING"},
-    {"weft_dev_rmsnorm", "WEFT_DEV_OP_RMSNORM"},
-    {"weft_dev_head_rmsnorm", "WEFT_DEV_OP_HEAD_RMSNORM"},
-    {"weft_dev_layernorm", "WEFT_DEV_OP_LAYERNORM"},
-    {"weft_dev_linear", "WEFT_DEV_OP_LINEAR"},
-    {"weft_dev_matmul", "WEFT_DEV_OP_MATMUL"},
-    {"weft_dev_add", "WEFT_DEV_OP_ADD"},
-    {"weft_dev_mul", "WEFT_DEV_OP_MUL"},
-    {"weft_dev_silu", "WEFT_DEV_OP_SILU"},
-    {"weft_dev_gelu", "WEFT_DEV_OP_GELU"},
-    {"weft_dev_silu_mul", "WEFT_DEV_OP_SILU_MUL"},
-    {"weft_dev_rope", "WEFT_DEV_OP_ROPE"},
-    {"weft_dev_attention_decode", "WEFT_DEV_OP_ATTENTION_DECODE"},
-    {"weft_dev_softmax", "WEFT_DEV_OP_SOFTMAX"},
-    {"weft_dev_argmax", "WEFT_DEV_OP_ARGMAX"},
-    {"weft_dev_reduce", "WEFT_DEV_OP_REDUCE"},
-    {"weft_dev_cast", "WEFT_DEV_OP_CAST"},
-    {"weft_dev_reshape", "WEFT_DEV_OP_RESHAPE"},
-    {"weft_dev_slice", "WEFT_DEV_OP_SLICE"},
-    {"weft_dev_concat", "WEFT_DEV_OP_CONCAT"},
+#define WEFT_DEV_OP_NAME(E, f) {"weft_dev_" #f, "WEFT_DEV_OP_" #E},
+    WEFT_DEV_OP_LIST(WEFT_DEV_OP_NAME)
+#undef WEFT_DEV_OP_NAME
 }};
 
 const DevOpName& dev_op(int32_t op) {

@@ -1,6 +1,8 @@
 #include "pipeline/compile_graph.hpp"
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -67,6 +69,33 @@ bool load_entry(const cache::Entry& e, CompileResult& r) {
   return true;
 }
 
+// With $WEFT_DUMP_DIR set: <key>_tasks.json, the task graph as compiled (tasks with their tiles, waits and
+// notifies, events, queues), for debugging a schedule next to the kernel source and logs. Best effort.
+void dump_task_graph(const Graph& g, const TaskGraph& tg, const Schedule& s, const std::string& key) {
+  const char* dir = std::getenv("WEFT_DUMP_DIR");
+  if (!dir || !*dir) return;
+  nlohmann::json j;
+  j["graph"] = g.name();
+  j["tasks"] = nlohmann::json::array();
+  for (size_t i = 0; i < tg.tasks.size(); ++i) {
+    const Task& t = tg.tasks[i];
+    nlohmann::json waits = nlohmann::json::array();
+    for (const TaskWait& w : t.waits) waits.push_back({w.event, w.count});
+    j["tasks"].push_back({{"name", tg.task_name(g, static_cast<int32_t>(i))},
+                          {"tile", {t.tile.row0, t.tile.row1, t.tile.col0, t.tile.col1}},
+                          {"waits", waits},
+                          {"notifies", t.notifies},
+                          {"bytes", t.bytes}});
+  }
+  j["events"] = nlohmann::json::array();
+  for (size_t e = 0; e < tg.events.size(); ++e) j["events"].push_back(tg.event_name(g, static_cast<int32_t>(e)));
+  j["queues"] = s.queues;
+  const std::string path = std::string(dir) + "/" + key.substr(0, 12) + "_tasks.json";
+  std::ofstream f(path);
+  f << j.dump(1) << "\n";
+  if (!f) log_warning("WEFT_DUMP_DIR: could not write " + path);
+}
+
 }  // namespace
 
 int32_t default_sm_count(const std::string& arch) {
@@ -112,6 +141,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   finalize_events(tg);
   const Schedule schedule = schedule_static(tg, sms);
   simulate(g, tg, schedule, plan, SimulationOptions{request.verify_seed, 2});
+  dump_task_graph(g, tg, schedule, r.key_hex);
   r.tables = build_task_tables(tg, schedule, static_cast<int32_t>(g.tensors().size()));
   r.num_tasks = static_cast<int64_t>(tg.tasks.size());
   r.num_events = static_cast<int64_t>(tg.events.size());

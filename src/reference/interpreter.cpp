@@ -56,7 +56,7 @@ void store_element(void* base, DType dtype, int64_t off, const Buffer& b, int64_
   }
 }
 
-Buffer load(const HostView& v) {
+Buffer load(const TensorView& v) {
   Buffer b(v.dtype, v.shape);
   const auto strides = v.strides.empty() ? dense_strides(v.shape) : v.strides;
   if (v.dtype == DType::i64) {
@@ -70,7 +70,7 @@ Buffer load(const HostView& v) {
   return b;
 }
 
-void store(const HostView& v, const Buffer& b) {
+void store(const TensorView& v, const Buffer& b) {
   const auto strides = v.strides.empty() ? dense_strides(v.shape) : v.strides;
   for_each_offset(v.shape, strides, [&](int64_t k, int64_t off) { store_element(v.data, v.dtype, off, b, k); });
 }
@@ -134,7 +134,7 @@ void evaluate(const Graph& g, const SymbolValues& symbols, std::vector<Buffer>& 
 void run_reference(const Graph& g, std::span<const HostBinding> bindings) {
   g.validate();
   const auto& tensors = g.tensors();
-  std::vector<const HostView*> bound(tensors.size(), nullptr);
+  std::vector<const TensorView*> bound(tensors.size(), nullptr);
   for (const HostBinding& b : bindings) {
     const TensorDesc& t = g.tensor(b.tensor);
     const std::string label = (t.is_output ? "output" : std::string(tensor_kind_name(t.kind))) + " '" + t.name + "'";

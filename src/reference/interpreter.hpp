@@ -6,21 +6,14 @@
 #include <vector>
 
 #include "graph/graph.hpp"
+#include "graph/tensor_view.hpp"
 #include "reference/buffer.hpp"
 
 namespace weft {
 
-// A strided view of caller-owned host memory; strides in elements, empty for dense row-major.
-struct HostView {
-  void* data = nullptr;
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
-};
-
 struct HostBinding {
   TensorId tensor = kNoTensor;
-  HostView view;
+  TensorView view;  // host memory
 };
 
 // Symbol values implied by concrete shapes of bound tensors. Checks every rank, fixed dim, symbol range and

@@ -151,7 +151,7 @@ Program::Variant& Program::variant_for(const SymbolValues& values) {
 void Program::run(std::span<const DeviceBinding> bindings, CUstream stream) {
   std::lock_guard lock(mutex_);
   const auto& tensors = graph_.tensors();
-  std::vector<const DeviceView*> bound(tensors.size(), nullptr);
+  std::vector<const TensorView*> bound(tensors.size(), nullptr);
   std::vector<std::pair<TensorId, std::vector<int64_t>>> shapes;
   for (const DeviceBinding& b : bindings) {
     const TensorDesc& t = graph_.tensor(b.tensor);

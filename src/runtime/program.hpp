@@ -15,21 +15,15 @@
 
 #include "cache/kernel_cache.hpp"
 #include "graph/graph.hpp"
+#include "graph/tensor_view.hpp"
 #include "pipeline/compile_graph.hpp"
 #include "runtime/device_context.hpp"
 
 namespace weft {
 
-struct DeviceView {
-  void* data = nullptr;  // device pointer
-  DType dtype = DType::f32;
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;  // elements; empty or dense row-major
-};
-
 struct DeviceBinding {
   TensorId tensor = kNoTensor;
-  DeviceView view;
+  TensorView view;  // device memory; strides empty or dense row-major
 };
 
 struct ProgramOptions {

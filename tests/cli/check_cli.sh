@@ -5,8 +5,12 @@ set -euo pipefail
 weft="$1"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export WEFT_CACHE_DIR="$tmp/cache"
+mkdir -p "$tmp/dump"
 "$weft" example qwen3-0.6b --layers 2 > "$tmp/g.json"
-"$weft" compile "$tmp/g.json" --arch sm_90a --set batch=1 | tee "$tmp/c1"
+WEFT_DUMP_DIR="$tmp/dump" "$weft" compile "$tmp/g.json" --arch sm_90a --set batch=1 | tee "$tmp/c1"
+# The dump holds the generated source, the NVRTC / nvJitLink logs and the task graph.
+ls "$tmp/dump"/*_kernel.cu "$tmp/dump"/*_nvrtc.log "$tmp/dump"/*_nvjitlink.log "$tmp/dump"/*_tasks.json >/dev/null
+grep -q '"queues"' "$tmp/dump"/*_tasks.json
 grep -q "cache      miss" "$tmp/c1"
 grep -qE "tasks +[1-9]" "$tmp/c1"
 # Each output goes to a file first: grep -q closing a pipe early would fail the writer under pipefail.

@@ -7,7 +7,7 @@
 
 #include "core/error.hpp"
 #include "gpu_test_util.hpp"
-#include "models/decoder_graph.hpp"
+#include "test_models.hpp"
 #include "random_graph_gen.hpp"
 
 namespace weft::test {
@@ -122,17 +122,7 @@ TEST(GpuGraphs, TwoHundredRandomGraphs) {
 
 TEST(GpuGraphs, DecoderOverSeveralSteps) {
   WEFT_REQUIRE_GPU();
-  DecoderShape s = qwen3_0_6b_shape();
-  s.layers = 2;
-  s.hidden = 256;
-  s.q_heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 64;
-  s.ffn = 512;
-  s.vocab = 1000;
-  s.max_seq = 64;
-  s.max_batch = 4;
-  const Graph g = build_decoder_graph(s);
+  const Graph g = build_decoder_graph(tiny_decoder(2, 4, 64));
   for (int64_t batch : {1, 3}) {
     const auto problems = compare_with_reference(g, SymbolValues{batch}, GpuCompareOptions{0, 0, 7, 0, 4});
     EXPECT_TRUE(problems.empty()) << "batch " << batch << joined(problems);
@@ -197,16 +187,7 @@ TEST(GpuProgram, TenThousandLaunches) {
 TEST(GpuProgram, TwoProgramsOnTwoStreams) {
   WEFT_REQUIRE_GPU();
   const Graph g1 = tiny_graph();
-  DecoderShape s = llama_3_2_1b_shape();
-  s.layers = 1;
-  s.hidden = 128;
-  s.q_heads = 2;
-  s.kv_heads = 1;
-  s.head_dim = 64;
-  s.ffn = 256;
-  s.vocab = 512;
-  s.max_seq = 16;
-  s.max_batch = 2;
+  const DecoderShape s = tiny_decoder(1, 2, 16, false);
   GpuSession session;
   const auto& ctx = session.context();
   CUstream s1 = nullptr, s2 = nullptr;
@@ -256,17 +237,7 @@ TEST(GpuProgram, DestroyedWhileAnotherRuns) {
 TEST(GpuProgram, WatchdogTurnsADeadlockIntoAnError) {
   WEFT_REQUIRE_GPU();
   GpuSession session;
-  DecoderShape s = llama_3_2_1b_shape();
-  s.layers = 1;
-  s.hidden = 128;
-  s.q_heads = 2;
-  s.kv_heads = 1;
-  s.head_dim = 64;
-  s.ffn = 256;
-  s.vocab = 512;
-  s.max_seq = 16;
-  s.max_batch = 1;
-  const Graph g = build_decoder_graph(s);
+  const Graph g = build_decoder_graph(tiny_decoder(1, 1, 16, false));
   ProgramOptions o;
   o.watchdog_ms = 300;
   o.use_cache = false;
@@ -281,7 +252,7 @@ TEST(GpuProgram, WatchdogTurnsADeadlockIntoAnError) {
     Buffer b(t.type.dtype, shape);
     mem.emplace_back(static_cast<size_t>(b.numel()) * dtype_size(b.dtype));
     mem.back().upload(to_bytes(b));  // zeros: valid ids and positions
-    bindings.push_back(DeviceBinding{static_cast<TensorId>(i), DeviceView{mem.back().data(), t.type.dtype, shape, {}}});
+    bindings.push_back(DeviceBinding{static_cast<TensorId>(i), TensorView{mem.back().data(), t.type.dtype, shape, {}}});
   }
   const auto start = std::chrono::steady_clock::now();
   p.run(bindings, nullptr);

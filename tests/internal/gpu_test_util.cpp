@@ -53,7 +53,7 @@ std::vector<std::string> compare_with_reference(const Graph& g, const SymbolValu
       dev.back().fill(0xff);  // poison: an element the kernel never writes reads back as NaN / -1
     else
       dev.back().upload(to_bytes(b));
-    bindings.push_back(DeviceBinding{static_cast<TensorId>(i), DeviceView{dev.back().data(), b.dtype, shapes[i], {}}});
+    bindings.push_back(DeviceBinding{static_cast<TensorId>(i), TensorView{dev.back().data(), b.dtype, shapes[i], {}}});
   }
 
   std::vector<std::string> problems;

@@ -6,7 +6,7 @@
 
 #include "core/error.hpp"
 #include "lower/task_graph.hpp"
-#include "models/decoder_graph.hpp"
+#include "test_models.hpp"
 #include "random_graph_gen.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/schedule.hpp"
@@ -29,19 +29,7 @@ Lowered lower_all(const Graph& g, int32_t sms, int64_t batch) {
 }
 
 // A small Qwen3-style decoder (bf16, symbolic batch up to 8).
-Graph decoder_layer(int layers = 1) {
-  DecoderShape s = qwen3_0_6b_shape();
-  s.layers = layers;
-  s.hidden = 256;
-  s.q_heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 64;
-  s.ffn = 512;
-  s.vocab = 1000;
-  s.max_seq = 128;
-  s.max_batch = 8;
-  return build_decoder_graph(s);
-}
+Graph decoder_layer(int layers = 1) { return build_decoder_graph(tiny_decoder(layers, 8, 128)); }
 
 TEST(Lowering, DecoderLayerIsVerifiedAtEverySmCount) {
   const Graph g = decoder_layer(2);

@@ -7,7 +7,7 @@
 #include "codegen/kernel_source.hpp"
 #include "core/error.hpp"
 #include "lower/task_graph.hpp"
-#include "models/decoder_graph.hpp"
+#include "test_models.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/schedule.hpp"
 #include "schedule/task_tables.hpp"
@@ -16,17 +16,7 @@ namespace weft {
 namespace {
 
 TaskTables small_tables(int32_t queues) {
-  DecoderShape s = qwen3_0_6b_shape();
-  s.layers = 1;
-  s.hidden = 128;
-  s.q_heads = 2;
-  s.kv_heads = 1;
-  s.head_dim = 64;
-  s.ffn = 256;
-  s.vocab = 300;
-  s.max_seq = 16;
-  s.max_batch = 2;
-  const Graph g = build_decoder_graph(s);
+  const Graph g = build_decoder_graph(test::tiny_decoder(1, 2, 16));
   TaskGraph tg = lower(g, SymbolValues{2}, LowerOptions{queues});
   plan_memory(g, tg);
   finalize_events(tg);
