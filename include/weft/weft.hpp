@@ -239,6 +239,18 @@ class Graph {
   }
   void run_reference(const Bindings& b) const { check(weft_graph_run_reference(h_, b.data(), b.size())); }
 
+  // Compiles to a megakernel cubin through the kernel cache (no GPU needed); see weft_graph_compile.
+  weft_compile_report compile(const char* arch = "sm_90a", int32_t num_sms = 0) const {
+    weft_compile_options o{};
+    o.struct_size = sizeof o;
+    o.arch = arch;
+    o.num_sms = num_sms;
+    weft_compile_report r{};
+    r.struct_size = sizeof r;
+    check(weft_graph_compile(h_, &o, &r));
+    return r;
+  }
+
  private:
   explicit Graph(weft_graph* h) : h_(h) {}
   template <typename Fn, typename... Args>
@@ -249,6 +261,38 @@ class Graph {
   }
 
   weft_graph* h_ = nullptr;
+};
+
+// A graph loaded on a GPU. Bindings hold device pointers (Bindings::add with a device address).
+class Program {
+ public:
+  explicit Program(const Graph& graph, int32_t device_ordinal = -1, int32_t watchdog_ms = 0) {
+    weft_program_options o{};
+    o.struct_size = sizeof o;
+    o.device_ordinal = device_ordinal;
+    o.watchdog_ms = watchdog_ms;
+    check(weft_program_create(graph.get(), &o, &h_));
+  }
+  ~Program() { weft_program_destroy(h_); }
+  Program(Program&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Program& operator=(Program&& o) noexcept {
+    if (this != &o) {
+      weft_program_destroy(h_);
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  weft_program* get() const { return h_; }
+
+  // Asynchronous on `stream` (a CUstream, or nullptr for the default stream).
+  void run(const Bindings& b, void* stream = nullptr) { check(weft_program_run(h_, b.data(), b.size(), stream)); }
+  // Waits for `stream`; throws weft::Error for a device-side failure of an earlier run (e.g. the watchdog).
+  void synchronize(void* stream = nullptr) { check(weft_program_synchronize(h_, stream)); }
+
+ private:
+  weft_program* h_ = nullptr;
 };
 
 }  // namespace weft

@@ -136,6 +136,20 @@ TEST_F(CompileTest, CacheHitsAndMissesOnAnyChange) {
   EXPECT_EQ(uncached.cache_hit, 0) << "disable_cache neither reads nor writes";
 }
 
+TEST_F(CompileTest, CppWrapperCompilesAndThrows) {
+  weft::Context ctx;
+  const weft::Graph g = decoder(ctx);
+  const weft_compile_report r = g.compile("sm_80");
+  EXPECT_GT(r.cubin_bytes, 1000);
+  try {
+    g.compile("sm_61");
+    FAIL() << "an unknown arch compiled";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.status(), WEFT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("sm_61"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(CompileTest, ErrorsAreReported) {
   weft::Context ctx;
   const weft::Graph g = decoder(ctx);

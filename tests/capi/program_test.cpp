@@ -9,6 +9,7 @@
 #include <string>
 
 #include "capi_test_util.hpp"
+#include "weft/weft.hpp"
 
 using namespace weft_test;
 
@@ -128,6 +129,33 @@ TEST_F(ProgramApi, BindingErrorsBeforeLaunch) {
   weft_program_destroy(p);
   EXPECT_WEFT_ERROR(weft_program_run(p, nullptr, 0, nullptr), WEFT_ERROR_INVALID_HANDLE, "not a live program");
   weft_program_destroy(nullptr);
+}
+
+TEST_F(ProgramApi, CppWrapperRunsAndThrows) {
+  weft::Context wctx;
+  weft::Graph wg(wctx, "cpp");
+  auto wx = wg.input("x", WEFT_DTYPE_F32, {4, 16});
+  auto wy = wg.silu(wx, "y");
+  wg.output(wy);
+  weft::Program p(wg);
+  std::vector<float> xv(64, 0.5f), yv(64, 0.0f);
+  void* dx = device_copy(xv);
+  void* dy = device_copy(yv);
+  weft::Bindings b;
+  b.add(wx, dx, WEFT_DTYPE_F32, {4, 16}).add(wy, dy, WEFT_DTYPE_F32, {4, 16});
+  p.run(b);
+  p.synchronize();
+  ASSERT_EQ(rt.memcpy(yv.data(), dy, yv.size() * 4, 2), 0);
+  for (float v : yv) EXPECT_NEAR(v, 0.5f / (1.0f + std::exp(-0.5f)), 1e-6f);
+  weft::Bindings bad;
+  bad.add(wx, dx, WEFT_DTYPE_F32, {4, 15}).add(wy, dy, WEFT_DTYPE_F32, {4, 16});
+  try {
+    p.run(bad);
+    FAIL() << "a wrong shape was accepted";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.status(), WEFT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("dim 1 is bound as 15"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
