@@ -1,5 +1,7 @@
 #include "models/decoder_graph.hpp"
 
+#include "core/error.hpp"
+
 namespace weft {
 
 DecoderShape llama_3_2_1b_shape() { return DecoderShape{}; }
@@ -16,7 +18,72 @@ DecoderShape qwen3_0_6b_shape() {
   s.vocab = 151936;
   s.qk_norm = true;
   s.rope_theta = 1000000.0;
+  s.rope_scaling = "none";
   s.rms_eps = 1e-6;
+  return s;
+}
+
+DecoderShape decoder_shape_from_hf_config(const std::string& config_json) {
+  nlohmann::json c;
+  try {
+    c = nlohmann::json::parse(config_json);
+  } catch (const nlohmann::json::parse_error& e) {
+    invalid(std::string("config.json does not parse: ") + e.what());
+  }
+  if (!c.is_object()) invalid("config.json is not a JSON object");
+  auto num = [&](const char* key) -> double {
+    if (!c.contains(key) || !c[key].is_number()) invalid(std::string("config.json: '") + key + "' is missing or not a number");
+    return c[key].get<double>();
+  };
+  auto count = [&](const char* key) -> int64_t {
+    const double v = num(key);
+    if (v < 1 || v != static_cast<double>(static_cast<int64_t>(v)))
+      invalid(std::string("config.json: '") + key + "' is " + c[key].dump() + "; expected a positive integer");
+    return static_cast<int64_t>(v);
+  };
+  const std::string type = c.contains("model_type") && c["model_type"].is_string() ? c["model_type"].get<std::string>() : "";
+  DecoderShape s = type == "qwen3" ? qwen3_0_6b_shape() : llama_3_2_1b_shape();
+  if (type != "llama" && type != "qwen3") invalid("config.json: model_type '" + type + "' is not supported; expected 'llama' or 'qwen3'");
+  s.name = type;
+  s.layers = count("num_hidden_layers");
+  s.hidden = count("hidden_size");
+  s.q_heads = count("num_attention_heads");
+  s.kv_heads = c.contains("num_key_value_heads") ? count("num_key_value_heads") : s.q_heads;
+  s.head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? count("head_dim") : s.hidden / s.q_heads;
+  if (!c.contains("head_dim") && s.hidden % s.q_heads != 0)
+    invalid("config.json: hidden_size " + std::to_string(s.hidden) + " is not a multiple of num_attention_heads " + std::to_string(s.q_heads));
+  if (s.q_heads % s.kv_heads != 0)
+    invalid("config.json: num_attention_heads " + std::to_string(s.q_heads) + " is not a multiple of num_key_value_heads " +
+            std::to_string(s.kv_heads));
+  s.ffn = count("intermediate_size");
+  s.vocab = count("vocab_size");
+  s.rms_eps = num("rms_norm_eps");
+  s.rope_theta = c.contains("rope_theta") ? num("rope_theta") : 10000.0;
+  s.qk_norm = type == "qwen3";
+  s.tie_word_embeddings = c.value("tie_word_embeddings", false);
+  if (c.contains("max_position_embeddings")) s.max_seq = count("max_position_embeddings");
+  const std::string dtype = c.value("torch_dtype", c.value("dtype", std::string("bfloat16")));
+  if (dtype == "bfloat16") s.dtype = DType::bf16;
+  else if (dtype == "float16") s.dtype = DType::f16;
+  else if (dtype == "float32") s.dtype = DType::f32;
+  else invalid("config.json: torch_dtype '" + dtype + "' is not supported; expected bfloat16, float16 or float32");
+  s.rope_scaling = "none";
+  if (c.contains("rope_scaling") && c["rope_scaling"].is_object()) {
+    const auto& r = c["rope_scaling"];
+    const std::string kind = r.value("rope_type", r.value("type", std::string("default")));
+    if (kind == "llama3") {
+      s.rope_scaling = "llama3";
+      s.rope_factor = r.value("factor", 8.0);
+      s.rope_low_freq_factor = r.value("low_freq_factor", 1.0);
+      s.rope_high_freq_factor = r.value("high_freq_factor", 4.0);
+      s.rope_original_max_position = r.value("original_max_position_embeddings", int64_t{8192});
+    } else if (kind == "linear") {
+      s.rope_scaling = "linear";
+      s.rope_factor = r.value("factor", 1.0);
+    } else if (kind != "default") {
+      invalid("config.json: rope_scaling type '" + kind + "' is not supported; expected llama3, linear or default");
+    }
+  }
   return s;
 }
 
@@ -32,11 +99,18 @@ Graph build_decoder_graph(const DecoderShape& s) {
   const TensorId ids = g.add_tensor(TensorKind::input, "input_ids", DType::i32, {b});
   const TensorId pos = g.add_tensor(TensorKind::input, "positions", DType::i32, {b});
   const nlohmann::json eps = {{"eps", s.rms_eps}};
-  const nlohmann::json rope = {{"head_dim", s.head_dim}, {"theta", s.rope_theta}};
+  nlohmann::json rope = {{"head_dim", s.head_dim}, {"theta", s.rope_theta}, {"scaling", s.rope_scaling}};
+  if (s.rope_scaling != "none") rope["factor"] = s.rope_factor;
+  if (s.rope_scaling == "llama3") {
+    rope["low_freq_factor"] = s.rope_low_freq_factor;
+    rope["high_freq_factor"] = s.rope_high_freq_factor;
+    rope["original_max_position"] = s.rope_original_max_position;
+  }
   const nlohmann::json attn = {{"num_q_heads", s.q_heads}, {"num_kv_heads", s.kv_heads}, {"head_dim", s.head_dim}};
   auto cols = [](int64_t from, int64_t to) { return nlohmann::json{{"axis", -1}, {"start", from}, {"end", to}}; };
 
-  TensorId h = g.add_op("embedding", {weight("model.embed_tokens.weight", {s.vocab, s.hidden}), ids}, {}, "embed");
+  const TensorId embed = weight("model.embed_tokens.weight", {s.vocab, s.hidden});
+  TensorId h = g.add_op("embedding", {embed, ids}, {}, "embed");
   for (int64_t l = 0; l < s.layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     const std::string o = "l" + std::to_string(l) + ".";
@@ -64,7 +138,8 @@ Graph build_decoder_graph(const DecoderShape& s) {
     h = g.add_op("linear", {act, weight(p + "mlp.down_proj.weight", {s.hidden, s.ffn}), kNoTensor, h}, {}, o + "h_mlp");
   }
   const TensorId nf = g.add_op("rmsnorm", {h, weight("model.norm.weight", {s.hidden})}, eps, "final_norm");
-  const TensorId logits = g.add_op("linear", {nf, weight("lm_head.weight", {s.vocab, s.hidden})}, {}, "logits");
+  const TensorId lm_head = s.tie_word_embeddings ? embed : weight("lm_head.weight", {s.vocab, s.hidden});
+  const TensorId logits = g.add_op("linear", {nf, lm_head}, {}, "logits");
   g.mark_output(logits, "");
   g.mark_output(g.add_op("argmax", {logits}, {{"dtype", "i32"}}, "next_token"), "");
   return g;

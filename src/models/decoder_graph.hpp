@@ -16,13 +16,22 @@ struct DecoderShape {
   int64_t layers = 16, hidden = 2048, q_heads = 32, kv_heads = 8, head_dim = 64, ffn = 8192, vocab = 128256;
   int64_t max_seq = 4096, max_batch = 64;
   bool qk_norm = false;  // Qwen3
+  bool tie_word_embeddings = true;  // lm_head reuses the embedding table
   double rope_theta = 500000.0;
+  // RoPE scaling as HF config.json's rope_scaling: "none", "linear" or "llama3" (Llama-3.2-1B's defaults).
+  std::string rope_scaling = "llama3";
+  double rope_factor = 32.0, rope_low_freq_factor = 1.0, rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_position = 8192;
   double rms_eps = 1e-5;
   DType dtype = DType::bf16;
 };
 
 DecoderShape llama_3_2_1b_shape();
 DecoderShape qwen3_0_6b_shape();
+
+// The shape described by a Hugging Face config.json (model_type "llama" or "qwen3"). Missing or
+// contradictory fields are errors naming the field.
+DecoderShape decoder_shape_from_hf_config(const std::string& config_json);
 
 // Tensors are named as in HF checkpoints where one exists ("model.layers.3.self_attn.qkv_proj.weight" for the
 // fused projection); inputs are "input_ids" and "positions", states "layers.N.k_cache" / "v_cache", outputs

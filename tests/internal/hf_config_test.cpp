@@ -1,0 +1,78 @@
+// Hugging Face config.json -> decoder shape, for the Llama-3.x and Qwen3 layouts, and its errors.
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "models/decoder_graph.hpp"
+
+namespace weft {
+namespace {
+
+// The fields of Llama-3.2-1B's config.json that weft reads.
+const char* kLlama = R"({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+  "intermediate_size": 8192, "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+  "head_dim": 64, "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 128256})";
+
+// ... and of Qwen3-0.6B's.
+const char* kQwen = R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024,
+  "intermediate_size": 3072, "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+  "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+  "rope_scaling": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 151936})";
+
+TEST(HfConfig, LlamaAndQwen3) {
+  const DecoderShape l = decoder_shape_from_hf_config(kLlama);
+  EXPECT_EQ(l.layers, 16);
+  EXPECT_EQ(l.hidden, 2048);
+  EXPECT_EQ(l.kv_heads, 8);
+  EXPECT_EQ(l.head_dim, 64);
+  EXPECT_EQ(l.rope_scaling, "llama3");
+  EXPECT_DOUBLE_EQ(l.rope_factor, 32.0);
+  EXPECT_EQ(l.rope_original_max_position, 8192);
+  EXPECT_FALSE(l.qk_norm);
+  EXPECT_TRUE(l.tie_word_embeddings);
+  EXPECT_EQ(l.max_seq, 131072);
+  const DecoderShape q = decoder_shape_from_hf_config(kQwen);
+  EXPECT_EQ(q.layers, 28);
+  EXPECT_EQ(q.head_dim, 128);
+  EXPECT_TRUE(q.qk_norm);
+  EXPECT_EQ(q.rope_scaling, "none");
+  EXPECT_DOUBLE_EQ(q.rms_eps, 1e-6);
+  // Both build a decode graph; a tied model has no separate lm_head weight.
+  DecoderShape small = q;
+  small.layers = 2;
+  small.max_seq = 64;
+  const Graph g = build_decoder_graph(small);
+  EXPECT_NE(g.find_tensor("model.layers.1.self_attn.q_norm.weight"), kNoTensor);
+  EXPECT_EQ(g.find_tensor("lm_head.weight"), kNoTensor);
+  small.tie_word_embeddings = false;
+  EXPECT_NE(build_decoder_graph(small).find_tensor("lm_head.weight"), kNoTensor);
+}
+
+TEST(HfConfig, ErrorsNameTheField) {
+  auto error_of = [](const std::string& json) {
+    try {
+      decoder_shape_from_hf_config(json);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string bad = kLlama;
+  EXPECT_NE(error_of(bad.replace(bad.find("\"llama\""), 7, "\"gpt2\"")).find("model_type 'gpt2'"), std::string::npos);
+  bad = kLlama;
+  EXPECT_NE(error_of(bad.replace(bad.find("\"num_key_value_heads\": 8"), 24, "\"num_key_value_heads\": 5")).find("not a multiple"),
+            std::string::npos);
+  bad = kQwen;
+  EXPECT_NE(error_of(bad.replace(bad.find("\"vocab_size\""), 12, "\"vocab_sizes\"")).find("'vocab_size' is missing"),
+            std::string::npos);
+  bad = kQwen;
+  EXPECT_NE(error_of(bad.replace(bad.find("\"bfloat16\""), 10, "\"int8\"")).find("torch_dtype 'int8'"), std::string::npos);
+  EXPECT_NE(error_of("{").find("does not parse"), std::string::npos);
+  bad = kLlama;
+  EXPECT_NE(error_of(bad.replace(bad.find("\"llama3\""), 8, "\"yarn\"")).find("rope_scaling type 'yarn'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weft
