@@ -87,8 +87,6 @@ Program::~Program() {
   }
 }
 
-const CompileResult* Program::last_compile() const { return last_ ? &last_->compiled : nullptr; }
-
 void Program::free_variant(Variant& v) noexcept {
   const DriverApi& d = driver();
   if (v.done) {

@@ -50,9 +50,6 @@ class Program {
   // the task and event for the watchdog, INVALID_ARGUMENT for an id or position out of range.
   void synchronize(CUstream stream);
 
-  // The compile result of the most recently run specialization (for reports and tests).
-  const CompileResult* last_compile() const;
-
   // Test hook: run the next launches with one task's wait count raised so it can never be satisfied (the
   // watchdog must stop it). -1 turns it off.
   void break_task_for_testing(int32_t task) { broken_task_ = task; }
