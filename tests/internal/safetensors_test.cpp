@@ -53,6 +53,7 @@ TEST_F(Safetensors, RoundTripAndShards) {
     for (const auto& t : *set) {
       const SafetensorEntry& e = c.get(t.name, t.dtype, t.shape);
       ASSERT_EQ(e.bytes, t.bytes.size()) << t.name;
+      if (e.bytes == 0) continue;  // an empty tensor: nothing to compare (and memcmp takes no null pointers)
       EXPECT_EQ(std::memcmp(e.data, t.bytes.data(), e.bytes), 0) << t.name;
     }
   EXPECT_NE(error_of([&] { c.get("w.bf16", DType::bf16, {5, 3}); }).find("has shape [3, 5]; expected [5, 3]"), std::string::npos);
