@@ -6,19 +6,12 @@
 #include <vector>
 
 #include "graph/graph.hpp"
-#include "graph/tensor_view.hpp"
+#include "graph/bindings.hpp"
 #include "reference/buffer.hpp"
 
 namespace weft {
 
-struct HostBinding {
-  TensorId tensor = kNoTensor;
-  TensorView view;  // host memory
-};
-
-// Symbol values implied by concrete shapes of bound tensors. Checks every rank, fixed dim, symbol range and
-// that a symbol has one value everywhere; messages name the tensor, the dim and the symbol.
-SymbolValues bind_symbols(const Graph& g, std::span<const std::pair<TensorId, std::vector<int64_t>>> shapes);
+using HostBinding = Binding;  // a binding to host memory
 
 // Evaluates every op in order. `values` is indexed by TensorId; INPUT/WEIGHT/STATE entries must hold the bound
 // values, the rest are filled in. STATE buffers are updated in place.

@@ -7,7 +7,7 @@
 #include "codegen/kernel_source.hpp"
 #include "core/error.hpp"
 #include "device/config.cuh"
-#include "reference/interpreter.hpp"
+#include "reference/buffer.hpp"
 #include "runtime/driver.hpp"
 
 namespace weft {
@@ -51,10 +51,6 @@ int watchdog_ms(int32_t given) {
     if (v > 0) return static_cast<int>(v);
   }
   return 5000;
-}
-
-std::string label(const TensorDesc& t) {
-  return (t.is_output ? std::string("output") : std::string(tensor_kind_name(t.kind))) + " '" + t.name + "'";
 }
 
 }  // namespace
@@ -149,27 +145,12 @@ Program::Variant& Program::variant_for(const SymbolValues& values) {
 void Program::run(std::span<const DeviceBinding> bindings, CUstream stream) {
   std::lock_guard lock(mutex_);
   const auto& tensors = graph_.tensors();
-  std::vector<const TensorView*> bound(tensors.size(), nullptr);
-  std::vector<std::pair<TensorId, std::vector<int64_t>>> shapes;
-  for (const DeviceBinding& b : bindings) {
-    const TensorDesc& t = graph_.tensor(b.tensor);
-    const std::string who = label(t);
-    if (t.kind == TensorKind::intermediate && !t.is_output)
-      invalid("tensor '" + t.name + "' is an intermediate; only inputs, weights, states and outputs are bound");
-    if (bound[static_cast<size_t>(b.tensor)]) invalid(who + " is bound twice");
-    if (!b.view.data) invalid(who + " is bound to a NULL device pointer");
-    if (b.view.dtype != t.type.dtype)
-      invalid(who + " is bound with dtype " + std::string(dtype_name(b.view.dtype)) + "; expected " + std::string(dtype_name(t.type.dtype)));
+  const BoundTensors bt = bind_tensors(graph_, bindings, "device");
+  for (const DeviceBinding& b : bindings)
     if (!b.view.strides.empty() && b.view.strides != dense_strides(b.view.shape))
-      invalid(who + " is bound with non-contiguous strides; the device needs dense row-major memory");
-    bound[static_cast<size_t>(b.tensor)] = &b.view;
-    shapes.emplace_back(b.tensor, b.view.shape);
-  }
-  for (size_t i = 0; i < tensors.size(); ++i)
-    if ((tensors[i].kind != TensorKind::intermediate || tensors[i].is_output) && !bound[i])
-      invalid(label(tensors[i]) + " is not bound; every input, weight, state and output needs a binding");
-  std::stable_partition(shapes.begin(), shapes.end(), [&](const auto& p) { return !tensors[static_cast<size_t>(p.first)].is_output; });
-  const SymbolValues values = bind_symbols(graph_, shapes);
+      invalid(binding_label(graph_.tensor(b.tensor)) + " is bound with non-contiguous strides; the device needs dense row-major memory");
+  const auto& bound = bt.views;
+  const SymbolValues& values = bt.symbols;
 
   DeviceContext::Scope scope(*device_);
   if (error_host_[0] != 0)

@@ -15,16 +15,13 @@
 
 #include "cache/kernel_cache.hpp"
 #include "graph/graph.hpp"
-#include "graph/tensor_view.hpp"
+#include "graph/bindings.hpp"
 #include "pipeline/compile_graph.hpp"
 #include "runtime/device_context.hpp"
 
 namespace weft {
 
-struct DeviceBinding {
-  TensorId tensor = kNoTensor;
-  TensorView view;  // device memory; strides empty or dense row-major
-};
+using DeviceBinding = Binding;  // a binding to device memory; strides empty or dense row-major
 
 struct ProgramOptions {
   std::string arch;        // empty: the device's
