@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "capi/api_common.hpp"
+#include "core/version.hpp"
 
 using namespace weft;
 using namespace weft::capi;
@@ -12,13 +13,7 @@ extern "C" {
 
 int weft_version(void) { return WEFT_VERSION; }
 
-const char* weft_version_string(void) {
-#define WEFT_STR2(x) #x
-#define WEFT_STR(x) WEFT_STR2(x)
-  return WEFT_STR(WEFT_VERSION_MAJOR) "." WEFT_STR(WEFT_VERSION_MINOR) "." WEFT_STR(WEFT_VERSION_PATCH);
-#undef WEFT_STR
-#undef WEFT_STR2
-}
+const char* weft_version_string(void) { return kVersionString; }
 
 const char* weft_status_string(weft_status status) {
   switch (status) {

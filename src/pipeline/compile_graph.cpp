@@ -11,13 +11,13 @@
 #include "compile/nvrtc_compiler.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/version.hpp"
 #include "device/config.cuh"
 #include "graph/serialize.hpp"
 #include "lower/task_graph.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/schedule.hpp"
 #include "schedule/simulator.hpp"
-#include "weft/weft.h"
 
 namespace weft {
 
@@ -42,10 +42,6 @@ SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given) {
       invalid("symbol '" + syms[i].name + "' is specialized to " + std::to_string(given[i]) + "; expected a value in [" +
               std::to_string(syms[i].min) + ", " + std::to_string(syms[i].max) + "]");
   return given;
-}
-
-std::string weft_version_text() {
-  return std::to_string(WEFT_VERSION_MAJOR) + "." + std::to_string(WEFT_VERSION_MINOR) + "." + std::to_string(WEFT_VERSION_PATCH);
 }
 
 // A cached entry back into a result; nullopt (with a warning) when its metadata or tables do not parse.
@@ -105,11 +101,10 @@ int32_t default_sm_count(const std::string& arch) {
   invalid("target arch '" + arch + "' is not supported; expected sm_80, sm_90a or sm_100a");
 }
 
-std::string specialization_text(const Graph& g, const SymbolValues& values) {
+std::string specialization_text(const SymbolValues& values) {
   // Positional like the graph hash (names do not matter); the ranges are already in the graph hash.
   std::string s;
   for (size_t i = 0; i < values.size(); ++i) s += (i ? "," : "") + std::to_string(values[i]);
-  (void)g;
   return "exact:" + s;
 }
 
@@ -123,8 +118,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   // Everything that changes the code or the tables is in the key.
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
                                    ";smem=" + std::to_string(WEFT_SMEM_BYTES) + ";lineinfo=" + (copts.line_info ? "1" : "0");
-  const cache::CacheKey key = cache::make_key(cache::KeyParts{graph_hash(g), specialization_text(g, values), request.arch,
-                                                              options_text, weft_version_text(), nvrtc_version(),
+  const cache::CacheKey key = cache::make_key(cache::KeyParts{graph_hash(g), specialization_text(values), request.arch,
+                                                              options_text, kVersionString, nvrtc_version(),
                                                               nvjitlink_version(), device_library_version()});
   CompileResult r;
   r.key_hex = key.hex();

@@ -35,7 +35,7 @@ struct CompileResult {
 int32_t default_sm_count(const std::string& arch);
 
 // Canonical text of the specialization (symbol name=value pairs), part of the cache key.
-std::string specialization_text(const Graph& g, const SymbolValues& values);
+std::string specialization_text(const SymbolValues& values);
 
 // `cache` may be null (no caching).
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache);

@@ -1,7 +1,6 @@
 #include "schedule/memory_plan.hpp"
 
 #include <algorithm>
-#include <set>
 
 namespace weft {
 
