@@ -29,7 +29,14 @@ struct weft_graph {
   uint64_t generation = 0;  // bumped on each change
 };
 
+namespace weft {
+struct CompileResult;
+}
+
 namespace weft::capi {
+
+// A compile result as the C API reports it; `report` is checked (non-NULL, struct_size) first.
+void fill_compile_report(const CompileResult& r, weft_compile_report* report);
 
 // Live-handle registry: every handle is registered on create and removed on destroy, so a destroyed or
 // made-up pointer is reported instead of dereferenced.

@@ -15,6 +15,29 @@ struct weft_program {
   uint32_t graph_uid = 0;
 };
 
+namespace weft::capi {
+
+void fill_compile_report(const CompileResult& r, weft_compile_report* report) {
+  require_out(report, "report");
+  if (report->struct_size < sizeof(weft_compile_report))
+    invalid("report->struct_size is " + std::to_string(report->struct_size) + "; expected sizeof(weft_compile_report)");
+  weft_compile_report out{};
+  out.struct_size = sizeof out;
+  out.num_tasks = r.num_tasks;
+  out.num_events = r.num_events;
+  out.num_queues = r.num_queues;
+  out.arena_bytes = r.arena_bytes;
+  out.cubin_bytes = static_cast<int64_t>(r.cubin.size());
+  out.total_ms = r.total_ms;
+  out.lower_ms = r.lower_ms;
+  out.compile_ms = r.compile_ms;
+  out.cache_hit = r.cache_hit ? 1 : 0;
+  std::snprintf(out.key, sizeof out.key, "%s", r.key_hex.c_str());
+  *report = out;
+}
+
+}  // namespace weft::capi
+
 namespace {
 
 weft_program* live_program(weft_program* p) {
@@ -31,28 +54,15 @@ weft_status weft_graph_compile(const weft_graph* graph, const weft_compile_optio
   return guard("weft_graph_compile", [&] {
     live_graph(graph, "graph");
     require_out(report, "report");
-    if (report->struct_size < sizeof(weft_compile_report))
-      invalid("report->struct_size is " + std::to_string(report->struct_size) + "; expected sizeof(weft_compile_report)");
     const auto o = read_options(options, "weft_compile_options");
     CompileRequest req;
     req.arch = o.arch ? o.arch : "sm_90a";
     req.num_sms = o.num_sms;
     if (o.num_sms < 0) invalid("num_sms is " + std::to_string(o.num_sms) + "; expected 0 (the arch's) or a positive count");
     std::unique_ptr<cache::KernelCache> cache = o.disable_cache ? nullptr : cache::open_kernel_cache();
-    const CompileResult r = compile_graph(graph->graph, req, cache.get());
-    weft_compile_report out{};
-    out.struct_size = sizeof out;
-    out.num_tasks = r.num_tasks;
-    out.num_events = r.num_events;
-    out.num_queues = r.num_queues;
-    out.arena_bytes = r.arena_bytes;
-    out.cubin_bytes = static_cast<int64_t>(r.cubin.size());
-    out.total_ms = r.total_ms;
-    out.lower_ms = r.lower_ms;
-    out.compile_ms = r.compile_ms;
-    out.cache_hit = r.cache_hit ? 1 : 0;
-    std::snprintf(out.key, sizeof out.key, "%s", r.key_hex.c_str());
-    *report = out;
+    if (report->struct_size < sizeof(weft_compile_report))
+      invalid("report->struct_size is " + std::to_string(report->struct_size) + "; expected sizeof(weft_compile_report)");
+    fill_compile_report(compile_graph(graph->graph, req, cache.get()), report);
   });
 }
 

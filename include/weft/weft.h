@@ -456,6 +456,91 @@ WEFT_API weft_status weft_program_run(weft_program* program, const weft_binding*
  * program stays usable afterwards. */
 WEFT_API weft_status weft_program_synchronize(weft_program* program, void* stream);
 
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Models: Hugging Face Llama / Qwen3 folders, greedy generation                                    */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct weft_model weft_model;
+
+typedef enum weft_backend {
+  WEFT_BACKEND_AUTO = 0,      /* the GPU when one is usable, else the CPU reference */
+  WEFT_BACKEND_GPU = 1,
+  WEFT_BACKEND_REFERENCE = 2, /* the CPU reference interpreter (slow; for small models and for checking) */
+  WEFT_BACKEND_MAX_ENUM_ = 0x7fffffff
+} weft_backend;
+
+typedef struct weft_model_options {
+  size_t struct_size;     /* sizeof(weft_model_options) */
+  weft_backend backend;   /* default AUTO */
+  int32_t device_ordinal; /* GPU: as weft_program_options.device_ordinal (0 here means device 0) */
+  int32_t max_batch;      /* largest batch a generate call may use; 0: 8 */
+  int32_t max_seq;        /* KV-cache length (prompt + generated tokens); 0: min(max_position_embeddings, 4096) */
+  int32_t watchdog_ms;    /* GPU: 0: $WEFT_WATCHDOG_MS, else 5000 */
+  int32_t disable_cache;  /* nonzero: no kernel cache */
+} weft_model_options;
+
+/* Loads the Hugging Face model folder `dir`: config.json (model_type "llama" or "qwen3") and model.safetensors
+ * or the shards named by model.safetensors.index.json (memory-mapped). Builds the decode-step graph
+ * (embedding -> layers -> final norm -> lm_head -> argmax, batch symbolic) and, on the GPU, uploads the
+ * weights. `options` may be NULL. Errors: INVALID_ARGUMENT naming the file, config field or tensor at fault
+ * (a missing tensor, a wrong shape or dtype, a truncated file, an unsupported model_type); CUDA when the GPU
+ * backend was asked for and none is usable; OUT_OF_MEMORY. *out owns the model: weft_model_destroy.
+ * Thread-safety: `context` may be shared; the model is independent of other handles. */
+WEFT_API weft_status weft_model_load(weft_context* context, const char* dir, const weft_model_options* options,
+                                     weft_model** out);
+
+/* Waits for the model's GPU work, frees it (device memory, mappings). NULL is a no-op. */
+WEFT_API void weft_model_destroy(weft_model* model);
+
+typedef struct weft_model_info {
+  size_t struct_size;   /* set by the caller to sizeof(weft_model_info) */
+  char model_type[16];  /* "llama" or "qwen3" */
+  int32_t layers, hidden, q_heads, kv_heads, head_dim, ffn, vocab;
+  int32_t max_batch, max_seq;
+  weft_backend backend; /* GPU or REFERENCE (never AUTO) */
+  char device[128];     /* what runs it, e.g. "NVIDIA H100 80GB HBM3 (sm_90a, 132 SMs)" */
+  int64_t weight_bytes;
+} weft_model_info;
+
+/* Fills *info. Errors: INVALID_HANDLE, INVALID_ARGUMENT (struct_size too small). */
+WEFT_API weft_status weft_model_get_info(const weft_model* model, weft_model_info* info);
+
+/* Compiles the model's megakernel for `batch` rows through the kernel cache (GPU: for the model's device,
+ * and loads it so that generation does not wait for it; REFERENCE: for sm_90a, without a GPU). Fills *report
+ * (may be NULL). Errors: INVALID_ARGUMENT (batch outside 1..max_batch), COMPILE, CACHE, CUDA. */
+WEFT_API weft_status weft_model_compile(weft_model* model, int32_t batch, weft_compile_report* report);
+
+typedef struct weft_generate_request {
+  size_t struct_size;          /* sizeof(weft_generate_request) */
+  int32_t batch;               /* rows, 1..max_batch */
+  int32_t prompt_len;          /* tokens per row, >= 1; prompt_len + steps - 1 <= max_seq */
+  int32_t steps;               /* tokens to generate per row, >= 1 */
+  const int32_t* prompt_ids;   /* [batch][prompt_len], read */
+  const int32_t* forced_ids;   /* NULL, or [batch][steps]: step j >= 1 consumes forced_ids[b][j-1] instead of the
+                                  previous argmax (teacher forcing); the last column is not used */
+  int32_t multi_step;          /* nonzero: every generation step in one kernel launch, each argmax fed back on the
+                                  device (not with forced_ids or out_logits); zero: one launch per step */
+  int32_t* out_tokens;         /* [batch][steps], written: the argmax of each step */
+  float* out_logits;           /* NULL, or [steps][batch][vocab] written: each step's logits widened to f32 */
+  float* out_step_ms;          /* NULL, or [steps] written: per-step latency in ms (GPU: CUDA events; multi-step:
+                                  the launch's time divided by steps) */
+} weft_generate_request;
+
+typedef struct weft_generate_report {
+  size_t struct_size;  /* set by the caller to sizeof(weft_generate_report) */
+  double prefill_ms;   /* the prompt minus its last token, one step per position */
+  double decode_ms;    /* all generation steps */
+} weft_generate_report;
+
+/* Greedy generation: prefills each row's prompt (the KV cache starts empty every call), then generates `steps`
+ * tokens per row. Blocks until done. The first call for a batch size compiles (see weft_model_compile).
+ * `report` may be NULL. Errors: INVALID_ARGUMENT naming the field, row and column (an id outside the vocab, sizes
+ * outside the model's limits), DEADLOCK / CUDA from the device. Thread-safety: calls on one model are
+ * serialized internally (one generation at a time per model). */
+WEFT_API weft_status weft_model_generate(weft_model* model, const weft_generate_request* request,
+                                         weft_generate_report* report);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

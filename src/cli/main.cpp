@@ -13,7 +13,10 @@
 #include "graph/serialize.hpp"
 #include "lower/task_graph.hpp"
 #include "models/decoder_graph.hpp"
+#include "models/model_weights.hpp"
 #include "pipeline/compile_graph.hpp"
+#include "runtime/device_context.hpp"
+#include "runtime/driver.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/schedule.hpp"
 
@@ -27,6 +30,9 @@ const char* kUsage =
     "  weft inspect GRAPH.json [--arch ARCH] [--sms N] [--set SYMBOL=VALUE]...\n"
     "  weft cache stats|list|verify|clear\n"
     "  weft example llama-3.2-1b|qwen3-0.6b [--layers N]   (prints a decode graph's canonical JSON)\n"
+    "  weft devices   (lists the GPUs weft can use; exit status 1 when there is none)\n"
+    "  weft checkpoint tiny-llama|tiny-qwen3|llama-3.2-1b|qwen3-0.6b DIR [--layers N] [--seed S]\n"
+    "      (writes a Hugging Face folder with random weights: config.json + model.safetensors)\n"
     "The cache lives in $WEFT_CACHE_DIR (default $XDG_CACHE_HOME/weft); WEFT_CACHE=off disables it.\n";
 
 struct Args {
@@ -35,6 +41,7 @@ struct Args {
   std::map<std::string, int64_t> set;
   bool no_cache = false;
   int64_t layers = 0;
+  uint32_t seed = 1;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -50,6 +57,7 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--sms") a.sms = static_cast<int32_t>(std::stol(value()));
     else if (s == "--no-cache") a.no_cache = true;
     else if (s == "--layers") a.layers = std::stoll(value());
+    else if (s == "--seed") a.seed = static_cast<uint32_t>(std::stoul(value()));
     else if (s == "--set") {
       const std::string kv = value();
       const auto eq = kv.find('=');
@@ -66,7 +74,13 @@ Args parse_args(int argc, char** argv) {
   }
   if (pos.empty()) invalid("no command given");
   a.command = pos[0];
-  if (a.command == "cache" || a.command == "example") {
+  if (a.command == "devices") {
+    if (pos.size() != 1) invalid("'weft devices' takes no argument");
+  } else if (a.command == "checkpoint") {
+    if (pos.size() != 3) invalid("'weft checkpoint' takes a shape and a folder");
+    a.sub = pos[1];
+    a.file = pos[2];
+  } else if (a.command == "cache" || a.command == "example") {
     if (pos.size() != 2) invalid("'weft " + a.command + "' takes one argument");
     a.sub = pos[1];
   } else {
@@ -157,6 +171,49 @@ int cmd_example(const Args& a) {
   return 0;
 }
 
+// Small shapes with the real structure: a checkpoint that loads, compiles and generates in seconds anywhere.
+DecoderShape tiny(bool qwen) {
+  DecoderShape s = qwen ? qwen3_0_6b_shape() : llama_3_2_1b_shape();
+  s.layers = 2;
+  s.hidden = 256;
+  s.q_heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.ffn = 512;
+  s.vocab = 2048;
+  s.max_seq = 1024;
+  return s;
+}
+
+int cmd_checkpoint(const Args& a) {
+  DecoderShape s;
+  if (a.sub == "tiny-llama") s = tiny(false);
+  else if (a.sub == "tiny-qwen3") s = tiny(true);
+  else if (a.sub == "llama-3.2-1b") s = llama_3_2_1b_shape();
+  else if (a.sub == "qwen3-0.6b") s = qwen3_0_6b_shape();
+  else invalid("unknown checkpoint shape '" + a.sub + "'; expected tiny-llama, tiny-qwen3, llama-3.2-1b or qwen3-0.6b");
+  if (a.layers > 0) s.layers = a.layers;
+  write_random_checkpoint(a.file, s, a.seed);
+  std::printf("wrote %s: random %s-shaped checkpoint (%lld layers, hidden %lld, vocab %lld)\n", a.file.c_str(), a.sub.c_str(),
+              static_cast<long long>(s.layers), static_cast<long long>(s.hidden), static_cast<long long>(s.vocab));
+  return 0;
+}
+
+int cmd_devices() {
+  std::string why;
+  if (!cuda_available(&why)) {
+    std::printf("no GPU: %s\n", why.c_str());
+    return 1;
+  }
+  int n = 0;
+  check_cu(driver().device_get_count(&n), "cuDeviceGetCount");
+  for (int i = 0; i < n; ++i) {
+    const auto d = DeviceContext::open(i);
+    std::printf("%d: %s (%s, %d SMs)\n", i, d->name().c_str(), d->arch().c_str(), d->sm_count());
+  }
+  return 0;
+}
+
 int cmd_cache(const Args& a) {
   auto cache = cache::open_kernel_cache();
   if (!cache) {
@@ -195,6 +252,8 @@ int main(int argc, char** argv) {
     if (a.command == "inspect") return cmd_inspect(a);
     if (a.command == "cache") return cmd_cache(a);
     if (a.command == "example") return cmd_example(a);
+    if (a.command == "checkpoint") return cmd_checkpoint(a);
+    if (a.command == "devices") return cmd_devices();
     invalid("unknown command '" + a.command + "'");
   } catch (const Error& e) {
     std::fprintf(stderr, "weft: error: %s\n", e.what());

@@ -15,8 +15,12 @@ inline constexpr int32_t kMaxSlots = 4000;
 
 // Source for a kernel that can run tasks of the given device ops (weft_dev_op values) over `num_slots` tensors.
 // Parameters, in order: tasks, waits, notifies, queue_offsets, queue_tasks, events, the slot table (by value),
-// epoch, timeout_cycles, error, error_info.
+// epoch, timeout_cycles, error, error_info, the weft_loop (by value; steps 0 for one pass).
 std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t num_slots);
+
+// A hash of the source generated for every op: part of the kernel cache key, so that a change in code
+// generation never loads a cubin that an older weft generated with other kernel parameters.
+std::string codegen_version();
 
 // "weft_dev_linear" for WEFT_DEV_OP_LINEAR, ...
 const char* dev_op_function(int32_t dev_op);

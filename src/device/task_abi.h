@@ -63,6 +63,26 @@ struct weft_env {
   int task_index;         // index of the running task (for error reports)
 };
 
+// Multi-step mode: the kernel runs its queues `steps` times in one launch, step s with epoch (epoch + s) and
+// the slot table step_slots[s * num_slots ...], so that a few tensors move per step while the rest stay put:
+// the feedback input of step s is tokens[s], its feedback output tokens[s + 1] (each step's argmax is the next
+// step's input) and its counter input counters[s] (positions). Before step 0, block 0 copies feed_src into
+// tokens[0] and fills counters[s][i] = counter_src[i] + s; a grid barrier (all blocks arrive at *barrier)
+// precedes every step, so a step starts only when every block has finished the one before (the arena and the
+// KV cache are reused across steps). steps == 0: one pass over the launch-parameter slot table.
+struct weft_loop {
+  void* const* step_slots;  // [steps][num_slots] device pointers
+  int steps;
+  int feed_n;               // elements of the feedback and counter tensors (int32 each)
+  const int* feed_src;      // the caller's first input tokens [feed_n]
+  int* tokens;              // [steps + 1][feed_n]
+  const int* counter_src;   // the caller's first positions [feed_n]
+  int* counters;            // [steps][feed_n]
+  unsigned int* barrier;    // grid barrier counter (monotonic, like the events)
+  unsigned int barrier_base;  // barriers completed by earlier launches
+  unsigned int pad_;
+};
+
 // Device op ids: one per op of the op table (lowering maps op names to them). Per op: operands in in[], then what d/f/i hold. "R x C" is the
 // output's 2-D view; a tile is [row0, row1) x [col0, col1) of it. Unless said otherwise a tile may be any
 // sub-rectangle. Float math in f32 like the CPU reference (src/graph/ops/*.cpp), results rounded to dtype.

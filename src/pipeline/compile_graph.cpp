@@ -27,23 +27,6 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given) {
-  const auto& syms = g.symbols().all();
-  if (given.empty()) {
-    SymbolValues v;
-    for (const Symbol& s : syms) v.push_back(s.max);
-    return v;
-  }
-  if (given.size() != syms.size())
-    invalid("the specialization gives " + std::to_string(given.size()) + " symbol values; graph '" + g.name() + "' has " +
-            std::to_string(syms.size()) + " symbols");
-  for (size_t i = 0; i < syms.size(); ++i)
-    if (given[i] < syms[i].min || given[i] > syms[i].max)
-      invalid("symbol '" + syms[i].name + "' is specialized to " + std::to_string(given[i]) + "; expected a value in [" +
-              std::to_string(syms[i].min) + ", " + std::to_string(syms[i].max) + "]");
-  return given;
-}
-
 // A cached entry back into a result; nullopt (with a warning) when its metadata or tables do not parse.
 bool load_entry(const cache::Entry& e, CompileResult& r) {
   try {
@@ -108,6 +91,23 @@ std::string specialization_text(const SymbolValues& values) {
   return "exact:" + s;
 }
 
+SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given) {
+  const auto& syms = g.symbols().all();
+  if (given.empty()) {
+    SymbolValues v;
+    for (const Symbol& s : syms) v.push_back(s.max);
+    return v;
+  }
+  if (given.size() != syms.size())
+    invalid("the specialization gives " + std::to_string(given.size()) + " symbol values; graph '" + g.name() + "' has " +
+            std::to_string(syms.size()) + " symbols");
+  for (size_t i = 0; i < syms.size(); ++i)
+    if (given[i] < syms[i].min || given[i] > syms[i].max)
+      invalid("symbol '" + syms[i].name + "' is specialized to " + std::to_string(given[i]) + "; expected a value in [" +
+              std::to_string(syms[i].min) + ", " + std::to_string(syms[i].max) + "]");
+  return given;
+}
+
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache) {
   const auto start = std::chrono::steady_clock::now();
   g.validate();
@@ -117,7 +117,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   copts.arch = request.arch;
   // Everything that changes the code or the tables is in the key.
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
-                                   ";smem=" + std::to_string(WEFT_SMEM_BYTES) + ";lineinfo=" + (copts.line_info ? "1" : "0");
+                                   ";smem=" + std::to_string(WEFT_SMEM_BYTES) + ";lineinfo=" + (copts.line_info ? "1" : "0") +
+                                   ";codegen=" + codegen_version();
   const cache::CacheKey key = cache::make_key(cache::KeyParts{graph_hash(g), specialization_text(values), request.arch,
                                                               options_text, kVersionString, nvrtc_version(),
                                                               nvjitlink_version(), device_library_version()});

@@ -37,6 +37,10 @@ int32_t default_sm_count(const std::string& arch);
 // Canonical text of the specialization (symbol name=value pairs), part of the cache key.
 std::string specialization_text(const SymbolValues& values);
 
+// The symbol values a specialization uses: `given` checked against each symbol's range, or every maximum
+// when `given` is empty. Errors name the symbol.
+SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given);
+
 // `cache` may be null (no caching).
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache);
 

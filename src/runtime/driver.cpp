@@ -70,7 +70,10 @@ Loaded load() {
   resolve(get_proc, "cuMemcpyHtoD", a.memcpy_htod, e);
   resolve(get_proc, "cuMemcpyDtoH", a.memcpy_dtoh, e);
   resolve(get_proc, "cuMemcpyHtoDAsync", a.memcpy_htod_async, e);
+  resolve(get_proc, "cuMemcpyDtoHAsync", a.memcpy_dtoh_async, e);
+  resolve(get_proc, "cuMemcpyDtoDAsync", a.memcpy_dtod_async, e);
   resolve(get_proc, "cuMemsetD8", a.memset_d8, e);
+  resolve(get_proc, "cuMemsetD8Async", a.memset_d8_async, e);
   resolve(get_proc, "cuLaunchKernel", a.launch_kernel, e);
   resolve(get_proc, "cuStreamSynchronize", a.stream_synchronize, e);
   resolve(get_proc, "cuStreamCreate", a.stream_create, e);
@@ -78,6 +81,7 @@ Loaded load() {
   resolve(get_proc, "cuEventCreate", a.event_create, e);
   resolve(get_proc, "cuEventRecord", a.event_record, e);
   resolve(get_proc, "cuEventSynchronize", a.event_synchronize, e);
+  resolve(get_proc, "cuEventElapsedTime", a.event_elapsed_time, e);
   resolve(get_proc, "cuEventDestroy", a.event_destroy, e);
   if (!e.empty()) return l;
   const CUresult r = a.init(0);

@@ -38,7 +38,10 @@ struct DriverApi {
   decltype(&::cuMemcpyHtoD_v2) memcpy_htod = nullptr;
   decltype(&::cuMemcpyDtoH_v2) memcpy_dtoh = nullptr;
   decltype(&::cuMemcpyHtoDAsync_v2) memcpy_htod_async = nullptr;
+  decltype(&::cuMemcpyDtoHAsync_v2) memcpy_dtoh_async = nullptr;
+  decltype(&::cuMemcpyDtoDAsync_v2) memcpy_dtod_async = nullptr;
   decltype(&::cuMemsetD8_v2) memset_d8 = nullptr;
+  decltype(&::cuMemsetD8Async) memset_d8_async = nullptr;
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
   decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
   decltype(&::cuStreamCreate) stream_create = nullptr;
@@ -46,6 +49,7 @@ struct DriverApi {
   decltype(&::cuEventCreate) event_create = nullptr;
   decltype(&::cuEventRecord) event_record = nullptr;
   decltype(&::cuEventSynchronize) event_synchronize = nullptr;
+  decltype(&::cuEventElapsedTime_v2) event_elapsed_time = nullptr;
   decltype(&::cuEventDestroy_v2) event_destroy = nullptr;
 };
 

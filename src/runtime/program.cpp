@@ -17,8 +17,14 @@ struct Program::Variant {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   CUdeviceptr tasks = 0, waits = 0, notifies = 0, queue_offsets = 0, queue_tasks = 0, events = 0, arena = 0;
-  size_t events_bytes = 0;
+  size_t events_bytes = 0;  // the event counters, then the grid barrier counter of multi-step runs
   unsigned int epoch = 0;
+  unsigned int barriers = 0;  // grid barriers completed (multi-step runs)
+  // Multi-step buffers, grown on demand: tokens [steps + 1][n], counters [steps][n], step slots [steps][slots].
+  CUdeviceptr loop_tokens = 0, loop_counters = 0, loop_slots = 0;
+  size_t loop_tokens_bytes = 0, loop_counters_bytes = 0, loop_slots_bytes = 0;
+  std::vector<void*> loop_slots_uploaded;  // what loop_slots holds
+  CUevent loop_done = nullptr;             // recorded after the last multi-step launch
   CUevent done = nullptr;  // recorded after the last launch
   bool launched = false;
 };
@@ -89,7 +95,12 @@ void Program::free_variant(Variant& v) noexcept {
     d.event_synchronize(v.done);  // the kernel may still be running on the caller's stream
     d.event_destroy(v.done);
   }
-  for (CUdeviceptr p : {v.tasks, v.waits, v.notifies, v.queue_offsets, v.queue_tasks, v.events, v.arena})
+  if (v.loop_done) {
+    d.event_synchronize(v.loop_done);
+    d.event_destroy(v.loop_done);
+  }
+  for (CUdeviceptr p : {v.tasks, v.waits, v.notifies, v.queue_offsets, v.queue_tasks, v.events, v.arena, v.loop_tokens,
+                        v.loop_counters, v.loop_slots})
     if (p) d.mem_free(p);
   if (v.module) d.module_unload(v.module);
 }
@@ -129,9 +140,9 @@ Program::Variant& Program::variant_for(const SymbolValues& values) {
     v->notifies = upload(t.notifies, "notify table");
     v->queue_offsets = upload(t.queue_offsets, "queue offsets");
     v->queue_tasks = upload(t.queue_tasks, "queues");
-    v->events_bytes = static_cast<size_t>(t.num_events) * sizeof(unsigned int);
-    check_cu(d.mem_alloc(&v->events, v->events_bytes ? v->events_bytes : 16), "cuMemAlloc (event counters)");
-    check_cu(d.memset_d8(v->events, 0, v->events_bytes ? v->events_bytes : 16), "cuMemsetD8 (event counters)");
+    v->events_bytes = static_cast<size_t>(t.num_events + 1) * sizeof(unsigned int);
+    check_cu(d.mem_alloc(&v->events, v->events_bytes), "cuMemAlloc (event counters)");
+    check_cu(d.memset_d8(v->events, 0, v->events_bytes), "cuMemsetD8 (event counters)");
     const auto arena_bytes = static_cast<size_t>(std::max<int64_t>(v->compiled.arena_bytes, 256));
     check_cu(d.mem_alloc(&v->arena, arena_bytes), "cuMemAlloc (arena of " + std::to_string(arena_bytes) + " bytes)");
     check_cu(d.event_create(&v->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
@@ -142,7 +153,89 @@ Program::Variant& Program::variant_for(const SymbolValues& values) {
   return *variants_.emplace(values, std::move(v)).first->second;
 }
 
-void Program::run(std::span<const DeviceBinding> bindings, CUstream stream) {
+const CompileResult& Program::specialize(const SymbolValues& values) {
+  std::lock_guard lock(mutex_);
+  DeviceContext::Scope scope(*device_);
+  return variant_for(resolve_symbols(graph_, values)).compiled;
+}
+
+void Program::run(std::span<const DeviceBinding> bindings, CUstream stream) { launch(bindings, nullptr, stream); }
+
+void Program::run_loop(std::span<const DeviceBinding> bindings, const LoopRequest& loop, CUstream stream) {
+  if (loop.steps < 1) invalid("a multi-step run needs steps >= 1; got " + std::to_string(loop.steps));
+  launch(bindings, &loop, stream);
+}
+
+namespace {
+
+int64_t elements(const TensorView& t) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  return n;
+}
+
+CUdeviceptr grow(CUdeviceptr p, size_t& capacity, size_t bytes, const char* what) {
+  if (bytes <= capacity) return p;
+  const DriverApi& d = driver();
+  if (p) check_cu(d.mem_free(p), std::string("cuMemFree (") + what + ")");
+  capacity = 0;
+  CUdeviceptr out = 0;
+  check_cu(d.mem_alloc(&out, bytes), std::string("cuMemAlloc (") + what + ")");
+  capacity = bytes;
+  return out;
+}
+
+}  // namespace
+
+void Program::prepare_loop(Variant& v, const std::vector<void*>& slots, const std::vector<const TensorView*>& bound,
+                           const LoopRequest& loop, CUstream stream) {
+  const Graph& g = graph_;
+  auto check = [&](TensorId t, const char* role) -> const TensorView& {
+    if (t < 0 || static_cast<size_t>(t) >= g.tensors().size()) invalid(std::string("the loop's ") + role + " is not a tensor of the graph");
+    const TensorDesc& d = g.tensor(t);
+    if (!bound[static_cast<size_t>(t)]) invalid(std::string("the loop's ") + role + " '" + d.name + "' is not an input or output of the graph");
+    if (d.type.dtype != DType::i32) invalid(std::string("the loop's ") + role + " '" + d.name + "' is " + std::string(dtype_name(d.type.dtype)) + "; expected i32");
+    return *bound[static_cast<size_t>(t)];
+  };
+  const TensorView& out = check(loop.feedback_output, "feedback output");
+  const TensorView& in = check(loop.feedback_input, "feedback input");
+  const TensorView& counter = check(loop.counter_input, "counter input");
+  if (!g.tensor(loop.feedback_output).is_output) invalid("the loop's feedback output '" + g.tensor(loop.feedback_output).name + "' is not a graph output");
+  if (g.tensor(loop.feedback_input).kind != TensorKind::input) invalid("the loop's feedback input '" + g.tensor(loop.feedback_input).name + "' is not a graph input");
+  if (g.tensor(loop.counter_input).kind != TensorKind::input) invalid("the loop's counter input '" + g.tensor(loop.counter_input).name + "' is not a graph input");
+  const int64_t n = elements(in);
+  if (elements(out) != n || elements(counter) != n)
+    invalid("the loop's feedback output '" + g.tensor(loop.feedback_output).name + "' (" + std::to_string(elements(out)) +
+            " elements), feedback input '" + g.tensor(loop.feedback_input).name + "' (" + std::to_string(n) +
+            ") and counter '" + g.tensor(loop.counter_input).name + "' (" + std::to_string(elements(counter)) + ") must have one element count");
+  const size_t steps = static_cast<size_t>(loop.steps), nb = static_cast<size_t>(n) * sizeof(int32_t);
+  const DriverApi& d = driver();
+  const size_t slot_bytes = steps * slots.size() * sizeof(void*);
+  if (slot_bytes > v.loop_slots_bytes || (steps + 1) * nb > v.loop_tokens_bytes || steps * nb > v.loop_counters_bytes) {
+    // Buffers a previous multi-step launch may still use are only replaced once it has finished.
+    if (v.loop_done) check_cu(d.event_synchronize(v.loop_done), "cuEventSynchronize (previous multi-step run)");
+    v.loop_slots = grow(v.loop_slots, v.loop_slots_bytes, slot_bytes, "multi-step slot tables");
+    v.loop_tokens = grow(v.loop_tokens, v.loop_tokens_bytes, (steps + 1) * nb, "multi-step tokens");
+    v.loop_counters = grow(v.loop_counters, v.loop_counters_bytes, steps * nb, "multi-step counters");
+    v.loop_slots_uploaded.clear();
+  }
+  std::vector<void*> table(steps * slots.size());
+  for (size_t s = 0; s < steps; ++s) {
+    void** row = table.data() + s * slots.size();
+    std::copy(slots.begin(), slots.end(), row);
+    row[static_cast<size_t>(loop.feedback_input)] = reinterpret_cast<void*>(v.loop_tokens + s * nb);
+    row[static_cast<size_t>(loop.feedback_output)] = reinterpret_cast<void*>(v.loop_tokens + (s + 1) * nb);
+    row[static_cast<size_t>(loop.counter_input)] = reinterpret_cast<void*>(v.loop_counters + s * nb);
+  }
+  if (table != v.loop_slots_uploaded) {
+    // The upload is ordered after earlier launches on `stream`; from pageable memory it is staged before the
+    // call returns, so the host vector may go away.
+    check_cu(d.memcpy_htod_async(v.loop_slots, table.data(), slot_bytes, stream), "cuMemcpyHtoDAsync (multi-step slot tables)");
+    v.loop_slots_uploaded = std::move(table);
+  }
+}
+
+void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream) {
   std::lock_guard lock(mutex_);
   const auto& tensors = graph_.tensors();
   const BoundTensors bt = bind_tensors(graph_, bindings, "device");
@@ -160,16 +253,42 @@ void Program::run(std::span<const DeviceBinding> bindings, CUstream stream) {
   for (size_t i = 0; i < tensors.size(); ++i)
     slots[i] = bound[i] ? bound[i]->data
                         : reinterpret_cast<void*>(v.arena + static_cast<CUdeviceptr>(std::max<int64_t>(v.compiled.arena_offsets[i], 0)));
-  ++v.epoch;
-  unsigned int epoch = v.epoch;
+  const DriverApi& d = driver();
+  weft_loop lp{};
+  lp.barrier = reinterpret_cast<unsigned int*>(v.events + v.events_bytes - sizeof(unsigned int));
+  lp.barrier_base = v.barriers;
+  size_t n_bytes = 0;
+  if (loop) {
+    prepare_loop(v, slots, bound, *loop, stream);
+    const size_t nb = static_cast<size_t>(elements(*bound[static_cast<size_t>(loop->feedback_input)])) * sizeof(int32_t);
+    n_bytes = nb;
+    lp.step_slots = reinterpret_cast<void* const*>(v.loop_slots);
+    lp.steps = loop->steps;
+    lp.feed_n = static_cast<int>(nb / sizeof(int32_t));
+    lp.feed_src = static_cast<const int*>(bound[static_cast<size_t>(loop->feedback_input)]->data);
+    lp.tokens = reinterpret_cast<int*>(v.loop_tokens);
+    lp.counter_src = static_cast<const int*>(bound[static_cast<size_t>(loop->counter_input)]->data);
+    lp.counters = reinterpret_cast<int*>(v.loop_counters);
+  }
+  unsigned int epoch = v.epoch + 1;
   long long timeout = timeout_cycles_;
   CUdeviceptr error = error_dev_, error_info = error_dev_ + sizeof(unsigned int);
   void* params[] = {&v.tasks, &v.waits, &v.notifies, &v.queue_offsets, &v.queue_tasks, &v.events,
-                    slots.data(), &epoch, &timeout, &error, &error_info};
-  const DriverApi& d = driver();
+                    slots.data(), &epoch, &timeout, &error, &error_info, &lp};
   check_cu(d.launch_kernel(v.function, static_cast<unsigned>(v.compiled.tables.num_queues()), 1, 1, WEFT_BLOCK_THREADS, 1, 1,
                            WEFT_SMEM_BYTES, stream, params, nullptr),
            "cuLaunchKernel (megakernel of graph '" + graph_.name() + "')");
+  v.epoch += loop ? static_cast<unsigned int>(loop->steps) : 1u;
+  if (loop) {
+    v.barriers += static_cast<unsigned int>(loop->steps);
+    const size_t steps = static_cast<size_t>(loop->steps);
+    if (loop->history)
+      check_cu(d.memcpy_dtod_async(loop->history, v.loop_tokens + n_bytes, steps * n_bytes, stream), "cuMemcpyDtoDAsync (loop history)");
+    const auto out_ptr = reinterpret_cast<CUdeviceptr>(bound[static_cast<size_t>(loop->feedback_output)]->data);
+    check_cu(d.memcpy_dtod_async(out_ptr, v.loop_tokens + steps * n_bytes, n_bytes, stream), "cuMemcpyDtoDAsync (loop output)");
+    if (!v.loop_done) check_cu(d.event_create(&v.loop_done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    check_cu(d.event_record(v.loop_done, stream), "cuEventRecord");
+  }
   check_cu(d.event_record(v.done, stream), "cuEventRecord");
   v.launched = true;
   last_ = &v;
@@ -185,7 +304,7 @@ void Program::synchronize(CUstream stream) {
 
 void Program::raise_device_error(const Variant* v, unsigned int code) {
   const unsigned int task = error_host_[1], a = error_host_[2], b = error_host_[3], c = error_host_[4];
-  std::string where = "task " + std::to_string(task);
+  std::string where = task == 0xffffffffu ? std::string("the grid barrier between steps") : "task " + std::to_string(task);
   if (v && task < v->compiled.tables.tasks.size()) {
     const weft_task& t = v->compiled.tables.tasks[task];
     where += " (" + std::string(dev_op_function(t.op)) + " for '" + graph_.tensor(t.args.out).name + "', tile rows [" +
@@ -195,13 +314,15 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
   // The counters are no longer consistent with the epochs: start every specialization afresh.
   const DriverApi& d = driver();
   for (auto& [values, var] : variants_) {
-    d.memset_d8(var->events, 0, var->events_bytes ? var->events_bytes : 16);
+    d.memset_d8(var->events, 0, var->events_bytes);
     var->epoch = 0;
+    var->barriers = 0;
   }
   std::memset(error_host_, 0, 8 * sizeof(unsigned int));
   switch (code) {
     case WEFT_DEV_ERR_DEADLOCK:
-      fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited on event " + std::to_string(a) +
+      fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited on " +
+                                 (a == 0xffffffffu ? std::string("the other blocks") : "event " + std::to_string(a)) +
                                  " for more than " + std::to_string(watchdog_ms(options_.watchdog_ms)) +
                                  " ms (counter at " + std::to_string(c) + ", needed " + std::to_string(b) +
                                  "); the watchdog stopped the kernel");

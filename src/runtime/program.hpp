@@ -23,6 +23,17 @@ namespace weft {
 
 using DeviceBinding = Binding;  // a binding to device memory; strides empty or dense row-major
 
+// Multi-step mode (see weft_loop in device/task_abi.h): `steps` passes of the graph in one launch, each pass's
+// `feedback_output` (e.g. next_token) becoming the next pass's `feedback_input` (input_ids) on the device, and
+// `counter_input` (positions) counting up by one per pass. All three int32 with the same element count.
+struct LoopRequest {
+  int32_t steps = 0;
+  TensorId feedback_output = kNoTensor;
+  TensorId feedback_input = kNoTensor;
+  TensorId counter_input = kNoTensor;
+  CUdeviceptr history = 0;  // optional [steps][n] int32: every pass's feedback output
+};
+
 struct ProgramOptions {
   std::string arch;        // empty: the device's
   int32_t watchdog_ms = 0;  // 0: $WEFT_WATCHDOG_MS, else 5000
@@ -38,10 +49,20 @@ class Program {
 
   const Graph& graph() const { return graph_; }
 
+  // Compiles (or loads from the cache) and loads the kernel for these symbol values now, so that a later run
+  // does not block on it. Returns what the compile produced (timings, sizes, whether the cache had it).
+  const CompileResult& specialize(const SymbolValues& values);
+
   // Checks the bindings (every input, weight, state and output exactly once; dtype, shape, symbol ranges,
   // non-null dense device memory), compiles the specialization on first use, and launches. No host
   // synchronization once the specialization is loaded.
   void run(std::span<const DeviceBinding> bindings, CUstream stream);
+
+  // Runs `loop.steps` passes in one launch (multi-step mode). The bound feedback input and counter are read
+  // (not written); the bound feedback output receives the last pass's value, other outputs the last pass's
+  // values, states carry over from pass to pass. Blocks the host only when the per-step slot table changes
+  // (other bindings or step count than the previous loop run) and a previous loop run is still in flight.
+  void run_loop(std::span<const DeviceBinding> bindings, const LoopRequest& loop, CUstream stream);
 
   // Waits for `stream`, then reports (and clears) a device error raised by a run: WEFT_ERROR_DEADLOCK naming
   // the task and event for the watchdog, INVALID_ARGUMENT for an id or position out of range.
@@ -54,6 +75,9 @@ class Program {
  private:
   struct Variant;
   Variant& variant_for(const SymbolValues& values);
+  void launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream);
+  void prepare_loop(Variant& v, const std::vector<void*>& slots, const std::vector<const TensorView*>& bound,
+                    const LoopRequest& loop, CUstream stream);
   void free_variant(Variant& v) noexcept;
   [[noreturn]] void raise_device_error(const Variant* v, unsigned int code);
 

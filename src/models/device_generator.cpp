@@ -1,0 +1,229 @@
+#include "models/device_generator.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "graph/dtype.hpp"
+#include "runtime/driver.hpp"
+
+namespace weft {
+
+namespace {
+
+size_t align_up(size_t n) { return (n + 255) & ~size_t{255}; }
+
+// A device allocation that grows on demand and is freed with its owner.
+struct DeviceBuffer {
+  CUdeviceptr ptr = 0;
+  size_t bytes = 0;
+  void reserve(size_t n, const char* what) {
+    if (n <= bytes) return;
+    release();
+    check_cu(driver().mem_alloc(&ptr, n), std::string("cuMemAlloc (") + what + ", " + std::to_string(n) + " bytes)");
+    bytes = n;
+  }
+  void release() noexcept {
+    if (ptr) driver().mem_free(ptr);
+    ptr = 0;
+    bytes = 0;
+  }
+};
+
+class DeviceGenerator final : public Generator {
+ public:
+  DeviceGenerator(std::shared_ptr<const Model> m, std::shared_ptr<DeviceContext> device, const ProgramOptions& options)
+      : model_(std::move(m)), device_(std::move(device)), program_(device_, model_->graph(), options) {
+    DeviceContext::Scope scope(*device_);
+    const DriverApi& d = driver();
+    check_cu(d.stream_create(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    try {
+      size_t total = 0;
+      for (const ModelWeight& w : model_->weights().weights()) total += align_up(w.bytes);
+      weights_.reserve(total, "model weights");
+      size_t at = 0;
+      for (const ModelWeight& w : model_->weights().weights()) {
+        check_cu(d.memcpy_htod(weights_.ptr + at, w.data, w.bytes), "cuMemcpyHtoD (weight '" + model_->graph().tensor(w.tensor).name + "')");
+        bindings_.push_back({w.tensor, TensorView{reinterpret_cast<void*>(weights_.ptr + at), w.dtype, w.shape, {}}});
+        at += align_up(w.bytes);
+      }
+    } catch (...) {
+      weights_.release();
+      d.stream_destroy(stream_);
+      throw;
+    }
+  }
+
+  ~DeviceGenerator() override {
+    try {
+      DeviceContext::Scope scope(*device_);
+      if (stream_) driver().stream_synchronize(stream_);
+      for (DeviceBuffer* b : {&weights_, &states_, &io_}) b->release();
+      if (stream_) driver().stream_destroy(stream_);
+    } catch (...) {
+      // Destructors never throw.
+    }
+  }
+
+  const char* backend() const override { return "gpu"; }
+  std::string device() const override {
+    return device_->name() + " (" + device_->arch() + ", " + std::to_string(device_->sm_count()) + " SMs)";
+  }
+
+  const CompileResult& compile(int64_t batch) override { return program_.specialize(SymbolValues{batch}); }
+
+  GenerateResult generate(const GenerateRequest& r) override {
+    check_request(*model_, r);
+    const Model& m = *model_;
+    const Graph& g = m.graph();
+    DeviceContext::Scope scope(*device_);
+    const DriverApi& d = driver();
+    const auto batch = static_cast<size_t>(r.batch), steps = static_cast<size_t>(r.steps), plen = static_cast<size_t>(r.prompt_len);
+    const size_t row = batch * sizeof(int32_t);
+    const SymbolValues values{r.batch};
+    program_.specialize(values);  // compile before anything is timed
+
+    // KV caches, zeroed per request; logits.
+    std::vector<Binding> bindings = bindings_;
+    size_t state_bytes = 0;
+    std::vector<std::pair<TensorId, std::vector<int64_t>>> states;
+    for (size_t i = 0; i < g.tensors().size(); ++i) {
+      const TensorDesc& t = g.tensors()[i];
+      if (t.kind != TensorKind::state && static_cast<TensorId>(i) != m.logits()) continue;
+      states.emplace_back(static_cast<TensorId>(i), resolve_shape(t.type.shape, values));
+      int64_t n = 1;
+      for (int64_t x : states.back().second) n *= x;
+      state_bytes += align_up(static_cast<size_t>(n) * dtype_size(t.type.dtype));
+    }
+    states_.reserve(state_bytes, "KV caches and logits");
+    check_cu(d.memset_d8_async(states_.ptr, 0, state_bytes, stream_), "cuMemsetD8Async (KV caches)");
+    size_t at = 0;
+    CUdeviceptr logits_dev = 0;
+    for (auto& [id, shape] : states) {
+      const TensorDesc& t = g.tensor(id);
+      int64_t n = 1;
+      for (int64_t x : shape) n *= x;
+      if (id == m.logits()) logits_dev = states_.ptr + at;
+      bindings.push_back({id, TensorView{reinterpret_cast<void*>(states_.ptr + at), t.type.dtype, shape, {}}});
+      at += align_up(static_cast<size_t>(n) * dtype_size(t.type.dtype));
+    }
+
+    // Token and position rows, [row][batch] int32: the prompt by position, positions 0.., forced tokens,
+    // generated tokens (one spare row takes the prefill's unused argmax).
+    const size_t pos_rows = plen - 1 + steps;
+    std::vector<int32_t> host((plen + pos_rows + (r.forced.empty() ? 0 : steps)) * batch);
+    for (size_t t = 0; t < plen; ++t)
+      for (size_t b = 0; b < batch; ++b) host[t * batch + b] = r.prompt[b * plen + t];
+    for (size_t p = 0; p < pos_rows; ++p)
+      for (size_t b = 0; b < batch; ++b) host[(plen + p) * batch + b] = static_cast<int32_t>(p);
+    for (size_t j = 0; j < (r.forced.empty() ? 0 : steps); ++j)
+      for (size_t b = 0; b < batch; ++b) host[(plen + pos_rows + j) * batch + b] = r.forced[b * steps + j];
+    io_.reserve(host.size() * sizeof(int32_t) + (steps + 1) * row, "token buffers");
+    check_cu(d.memcpy_htod_async(io_.ptr, host.data(), host.size() * sizeof(int32_t), stream_), "cuMemcpyHtoDAsync (prompt)");
+    const CUdeviceptr prompt_rows = io_.ptr, pos_rows_dev = io_.ptr + plen * row, forced_rows = io_.ptr + (plen + pos_rows) * row;
+    const CUdeviceptr gen_rows = io_.ptr + host.size() * sizeof(int32_t);
+
+    const size_t ids_at = bindings.size();
+    bindings.push_back({m.input_ids(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
+    bindings.push_back({m.positions(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
+    bindings.push_back({m.next_token(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
+    auto bind_step = [&](CUdeviceptr ids, CUdeviceptr pos, CUdeviceptr next) {
+      bindings[ids_at].view.data = reinterpret_cast<void*>(ids);
+      bindings[ids_at + 1].view.data = reinterpret_cast<void*>(pos);
+      bindings[ids_at + 2].view.data = reinterpret_cast<void*>(next);
+    };
+
+    Events ev(r.multi_step ? 3 : steps + 2);
+    check_cu(d.event_record(ev[0], stream_), "cuEventRecord");
+    for (size_t t = 0; t + 1 < plen; ++t) {
+      bind_step(prompt_rows + t * row, pos_rows_dev + t * row, gen_rows + steps * row);
+      program_.run(bindings, stream_);
+    }
+    check_cu(d.event_record(ev[1], stream_), "cuEventRecord");
+    const size_t vocab = static_cast<size_t>(m.shape().vocab);
+    std::vector<uint8_t> logits_host(r.logits ? batch * vocab * dtype_size(m.shape().dtype) : 0);
+    if (r.multi_step) {
+      bind_step(prompt_rows + (plen - 1) * row, pos_rows_dev + (plen - 1) * row, gen_rows + steps * row);
+      LoopRequest loop;
+      loop.steps = static_cast<int32_t>(r.steps);
+      loop.feedback_output = m.next_token();
+      loop.feedback_input = m.input_ids();
+      loop.counter_input = m.positions();
+      loop.history = gen_rows;
+      program_.run_loop(bindings, loop, stream_);
+      check_cu(d.event_record(ev[2], stream_), "cuEventRecord");
+    } else {
+      for (size_t j = 0; j < steps; ++j) {
+        const CUdeviceptr ids = j == 0 ? prompt_rows + (plen - 1) * row : r.forced.empty() ? gen_rows + (j - 1) * row : forced_rows + (j - 1) * row;
+        bind_step(ids, pos_rows_dev + (plen - 1 + j) * row, gen_rows + j * row);
+        program_.run(bindings, stream_);
+        check_cu(d.event_record(ev[j + 2], stream_), "cuEventRecord");
+        if (r.logits) {
+          check_cu(d.memcpy_dtoh_async(logits_host.data(), logits_dev, logits_host.size(), stream_), "cuMemcpyDtoHAsync (logits)");
+          program_.synchronize(stream_);
+          widen_to_f32(logits_host.data(), m.shape().dtype, r.logits + j * batch * vocab, batch * vocab);
+        }
+      }
+    }
+    std::vector<int32_t> gen(steps * batch);
+    check_cu(d.memcpy_dtoh_async(gen.data(), gen_rows, gen.size() * sizeof(int32_t), stream_), "cuMemcpyDtoHAsync (tokens)");
+    program_.synchronize(stream_);  // also reports a device-side error of any run above
+
+    GenerateResult out;
+    out.tokens.resize(batch * steps);
+    for (size_t j = 0; j < steps; ++j)
+      for (size_t b = 0; b < batch; ++b) out.tokens[b * steps + j] = gen[j * batch + b];
+    out.prefill_ms = ev.ms(0, 1);
+    if (r.multi_step) {
+      out.decode_ms = ev.ms(1, 2);
+      out.step_ms.assign(steps, out.decode_ms / static_cast<double>(steps));
+    } else {
+      for (size_t j = 0; j < steps; ++j) out.step_ms.push_back(ev.ms(j + 1, j + 2));
+      out.decode_ms = ev.ms(1, steps + 1);
+    }
+    return out;
+  }
+
+ private:
+  // CUDA events with timing, destroyed with the request.
+  class Events {
+   public:
+    explicit Events(size_t n) {
+      for (size_t i = 0; i < n; ++i) {
+        CUevent e = nullptr;
+        check_cu(driver().event_create(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+        events_.push_back(e);
+      }
+    }
+    ~Events() {
+      for (CUevent e : events_) driver().event_destroy(e);
+    }
+    Events(const Events&) = delete;
+    Events& operator=(const Events&) = delete;
+    CUevent operator[](size_t i) const { return events_[i]; }
+    double ms(size_t a, size_t b) const {
+      float v = 0;
+      check_cu(driver().event_elapsed_time(&v, events_[a], events_[b]), "cuEventElapsedTime");
+      return v;
+    }
+
+   private:
+    std::vector<CUevent> events_;
+  };
+
+  std::shared_ptr<const Model> model_;
+  std::shared_ptr<DeviceContext> device_;
+  Program program_;
+  CUstream stream_ = nullptr;
+  DeviceBuffer weights_, states_, io_;
+  std::vector<Binding> bindings_;  // the weights
+};
+
+}  // namespace
+
+std::unique_ptr<Generator> make_device_generator(std::shared_ptr<const Model> model, std::shared_ptr<DeviceContext> device,
+                                                 const ProgramOptions& options) {
+  return std::make_unique<DeviceGenerator>(std::move(model), std::move(device), options);
+}
+
+}  // namespace weft

@@ -1,0 +1,54 @@
+// Greedy generation with a loaded model. A request is `batch` prompts of `prompt_len` tokens; the prompt minus
+// its last token is prefilled one position per step, then generation step j (0..steps-1) consumes one token
+// per row at position prompt_len - 1 + j and yields logits_j and its argmax g_j. Step 0 consumes the prompt's
+// last token; step j >= 1 consumes g_{j-1}, or forced[b][j-1] when forced tokens are given (teacher forcing).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.hpp"
+#include "pipeline/compile_graph.hpp"
+
+namespace weft {
+
+struct GenerateRequest {
+  int64_t batch = 1, prompt_len = 0, steps = 0;
+  std::vector<int32_t> prompt;  // [batch][prompt_len]
+  std::vector<int32_t> forced;  // empty, or [batch][steps] (the last column is never consumed)
+  bool multi_step = false;      // all steps in one launch, argmax fed back on the device
+  float* logits = nullptr;      // optional [steps][batch][vocab], step mode only
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // [batch][steps]
+  std::vector<double> step_ms;  // per generation step (multi-step: the launch's time / steps)
+  double prefill_ms = 0, decode_ms = 0;
+};
+
+// Checks a request against the model: sizes, token ids in [0, vocab), positions within the KV cache; messages
+// name the field, row and column.
+void check_request(const Model& model, const GenerateRequest& r);
+void check_request_sizes(const Model& model, int64_t batch, int64_t prompt_len, int64_t steps);  // the sizes only
+
+// Float values stored as `dtype` (bf16, f16 or f32) widened to f32, as logits are handed back.
+void widen_to_f32(const void* data, DType dtype, float* out, size_t n);
+
+class Generator {
+ public:
+  virtual ~Generator() = default;
+  virtual GenerateResult generate(const GenerateRequest& r) = 0;
+  virtual const char* backend() const = 0;  // "gpu" or "reference"
+  virtual std::string device() const = 0;   // what runs it, for people
+  // Compiles the megakernel for `batch` rows through the kernel cache (GPU: for this device, and loads it;
+  // reference: for sm_90a, to show what a GPU would run).
+  virtual const CompileResult& compile(int64_t batch) = 0;
+};
+
+// Runs the model on the CPU reference interpreter (f32 arithmetic, results rounded like the GPU's).
+// `use_cache`: compile() goes through the kernel cache.
+std::unique_ptr<Generator> make_reference_generator(std::shared_ptr<const Model> model, bool use_cache = true);
+
+}  // namespace weft

@@ -1,0 +1,46 @@
+#include "models/model.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace weft {
+
+namespace {
+
+DecoderShape shape_of(const std::filesystem::path& dir, const ModelOptions& o) {
+  const std::filesystem::path config = dir / "config.json";
+  std::ifstream f(config);
+  if (!f) invalid("cannot read '" + config.string() + "': a Hugging Face model folder needs a config.json");
+  std::stringstream text;
+  text << f.rdbuf();
+  DecoderShape s;
+  try {
+    s = decoder_shape_from_hf_config(text.str());
+  } catch (const Error& e) {
+    fail(e.status(), "'" + config.string() + "': " + e.what());
+  }
+  if (o.max_batch < 1) invalid("max_batch is " + std::to_string(o.max_batch) + "; expected >= 1");
+  if (o.max_seq < 0) invalid("max_seq is " + std::to_string(o.max_seq) + "; expected 0 (default) or a positive length");
+  if (o.max_seq > s.max_seq)
+    invalid("max_seq " + std::to_string(o.max_seq) + " exceeds the model's max_position_embeddings " + std::to_string(s.max_seq));
+  s.max_seq = o.max_seq > 0 ? o.max_seq : std::min(s.max_seq, kDefaultMaxSeq);
+  s.max_batch = o.max_batch;
+  return s;
+}
+
+}  // namespace
+
+Model::Model(const std::filesystem::path& dir, const ModelOptions& options)
+    : dir_(dir),
+      shape_(shape_of(dir, options)),
+      graph_(build_decoder_graph(shape_)),
+      checkpoint_(dir),
+      weights_(graph_, checkpoint_),
+      input_ids_(graph_.find_tensor("input_ids")),
+      positions_(graph_.find_tensor("positions")),
+      logits_(graph_.find_tensor("logits")),
+      next_token_(graph_.find_tensor("next_token")) {}
+
+}  // namespace weft
