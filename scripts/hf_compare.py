@@ -168,7 +168,8 @@ def free_running_check(hf_logits, hf_tokens, weft_tokens):
         hf, w = hf_tokens[b].tolist(), list(weft_tokens[b])
         matched = next((j for j in range(min(len(hf), len(w))) if hf[j] != w[j]), min(len(hf), len(w)))
         ok = matched >= required
-        out["rows"].append({"matched": matched, "required": required, "first_near_tie": required, "ok": ok})
+        out["rows"].append({"matched": matched, "required": required, "ok": ok,
+                            "first_near_tie": required if len(ties) else None})
         out["pass"] &= ok
     out["matched"] = sum(r["matched"] if r["matched"] < r["required"] else r["required"] for r in out["rows"])
     out["required"] = sum(r["required"] for r in out["rows"])

@@ -1,0 +1,192 @@
+// Models through the public C API: a random tiny checkpoint written by the `weft` command, loaded, compiled and
+// generated from on the CPU reference (and on the GPU where there is one: the two agree on the tokens of
+// clear steps); every bad argument is a status with a message naming it.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "capi_test_util.hpp"
+
+using namespace weft_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+class ModelApi : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir = new fs::path(fs::temp_directory_path() / ("weft_capi_model_" + std::to_string(::getpid())));
+    fs::remove_all(*dir);
+    // The weft command sits next to the tests folder in the build tree.
+    const fs::path cli = fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "weft";
+    const std::string cmd = "'" + cli.string() + "' checkpoint tiny-qwen3 '" + dir->string() + "' --seed 3 > /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir);
+    delete dir;
+  }
+  void SetUp() override { ASSERT_WEFT_OK(weft_context_create(nullptr, &ctx)); }
+  void TearDown() override { weft_context_destroy(ctx); }
+
+  weft_model* load(weft_backend backend, int32_t max_batch = 2, int32_t max_seq = 64) {
+    weft_model_options o{};
+    o.struct_size = sizeof o;
+    o.backend = backend;
+    o.max_batch = max_batch;
+    o.max_seq = max_seq;
+    o.disable_cache = 1;
+    weft_model* m = nullptr;
+    EXPECT_EQ(weft_model_load(ctx, dir->c_str(), &o, &m), WEFT_OK) << weft_last_error_message();
+    return m;
+  }
+  static weft_generate_request request(const std::vector<int32_t>& prompt, int32_t batch, int32_t steps, std::vector<int32_t>& out) {
+    weft_generate_request r{};
+    r.struct_size = sizeof r;
+    r.batch = batch;
+    r.prompt_len = static_cast<int32_t>(prompt.size()) / batch;
+    r.steps = steps;
+    r.prompt_ids = prompt.data();
+    out.assign(static_cast<size_t>(batch * steps), -1);
+    r.out_tokens = out.data();
+    return r;
+  }
+
+  static fs::path* dir;
+  weft_context* ctx = nullptr;
+};
+fs::path* ModelApi::dir = nullptr;
+
+TEST_F(ModelApi, LoadsDescribesCompilesAndGenerates) {
+  weft_model* m = load(WEFT_BACKEND_REFERENCE);
+  ASSERT_NE(m, nullptr);
+  weft_model_info info{};
+  info.struct_size = sizeof info;
+  ASSERT_WEFT_OK(weft_model_get_info(m, &info));
+  EXPECT_STREQ(info.model_type, "qwen3");
+  EXPECT_EQ(info.layers, 2);
+  EXPECT_EQ(info.hidden, 256);
+  EXPECT_EQ(info.vocab, 2048);
+  EXPECT_EQ(info.max_batch, 2);
+  EXPECT_EQ(info.max_seq, 64);
+  EXPECT_EQ(info.backend, WEFT_BACKEND_REFERENCE);
+  EXPECT_GT(info.weight_bytes, 1000000);
+
+  weft_compile_report cr{};
+  cr.struct_size = sizeof cr;
+  ASSERT_WEFT_OK(weft_model_compile(m, 2, &cr));
+  EXPECT_GT(cr.num_tasks, 100);
+  EXPECT_GT(cr.cubin_bytes, 0);
+
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 40, 30, 20, 10};
+  std::vector<int32_t> tokens, again, looped;
+  std::vector<float> step_ms(6);
+  weft_generate_request r = request(prompt, 2, 6, tokens);
+  r.out_step_ms = step_ms.data();
+  weft_generate_report rep{};
+  rep.struct_size = sizeof rep;
+  ASSERT_WEFT_OK(weft_model_generate(m, &r, &rep));
+  for (int32_t t : tokens) {
+    EXPECT_GE(t, 0);
+    EXPECT_LT(t, 2048);
+  }
+  for (float ms : step_ms) EXPECT_GT(ms, 0.0f);
+  EXPECT_GT(rep.decode_ms, 0.0);
+  weft_generate_request r2 = request(prompt, 2, 6, again);
+  ASSERT_WEFT_OK(weft_model_generate(m, &r2, nullptr));
+  EXPECT_EQ(again, tokens) << "each request starts from an empty KV cache";
+  weft_generate_request r3 = request(prompt, 2, 6, looped);
+  r3.multi_step = 1;
+  ASSERT_WEFT_OK(weft_model_generate(m, &r3, nullptr));
+  EXPECT_EQ(looped, tokens);
+
+  // On a GPU, the same model generates the same tokens as the reference wherever the reference's top-2 gap is clear.
+  int32_t n = 0;
+  if (weft_device_count(&n) == WEFT_OK && n > 0) {
+    std::vector<float> logits(static_cast<size_t>(6 * 2 * 2048));
+    weft_generate_request rl = request(prompt, 2, 6, again);
+    rl.out_logits = logits.data();
+    ASSERT_WEFT_OK(weft_model_generate(m, &rl, nullptr));
+    weft_model* gpu = load(WEFT_BACKEND_GPU);
+    ASSERT_NE(gpu, nullptr);
+    std::vector<int32_t> gpu_tokens;
+    for (int32_t multi : {0, 1}) {
+      weft_generate_request rg = request(prompt, 2, 6, gpu_tokens);
+      rg.multi_step = multi;
+      ASSERT_WEFT_OK(weft_model_generate(gpu, &rg, nullptr));
+      for (int b = 0; b < 2; ++b)
+        for (int j = 0; j < 6; ++j) {
+          const float* row = logits.data() + (j * 2 + b) * 2048;
+          std::vector<float> s(row, row + 2048);
+          std::sort(s.begin(), s.end(), std::greater<>());
+          if (s[0] - s[1] <= 0.01f * (s[0] - s.back())) break;  // a near tie: later tokens may differ
+          EXPECT_EQ(gpu_tokens[static_cast<size_t>(b * 6 + j)], tokens[static_cast<size_t>(b * 6 + j)]) << "row " << b << " step " << j;
+        }
+    }
+    weft_model_destroy(gpu);
+  }
+  weft_model_destroy(m);
+}
+
+TEST_F(ModelApi, BadArgumentsAreNamed) {
+  weft_model* m = nullptr;
+  EXPECT_WEFT_ERROR(weft_model_load(ctx, nullptr, nullptr, &m), WEFT_ERROR_INVALID_ARGUMENT, "dir");
+  EXPECT_WEFT_ERROR(weft_model_load(ctx, "/nonexistent/model", nullptr, &m), WEFT_ERROR_INVALID_ARGUMENT, "config.json");
+  EXPECT_WEFT_ERROR(weft_model_load(nullptr, dir->c_str(), nullptr, &m), WEFT_ERROR_INVALID_HANDLE, "context");
+  weft_model_options o{};
+  o.struct_size = sizeof o;
+  o.backend = static_cast<weft_backend>(7);
+  EXPECT_WEFT_ERROR(weft_model_load(ctx, dir->c_str(), &o, &m), WEFT_ERROR_INVALID_ARGUMENT, "backend is 7");
+  o.backend = WEFT_BACKEND_REFERENCE;
+  o.max_seq = 1 << 30;
+  EXPECT_WEFT_ERROR(weft_model_load(ctx, dir->c_str(), &o, &m), WEFT_ERROR_INVALID_ARGUMENT, "max_position_embeddings");
+  EXPECT_EQ(m, nullptr);
+
+  m = load(WEFT_BACKEND_REFERENCE);
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = {1, 2, 3, 5000};
+  std::vector<int32_t> out;
+  weft_generate_request r = request(prompt, 2, 4, out);
+  EXPECT_WEFT_ERROR(weft_model_generate(m, &r, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "prompt[1][1] is 5000");
+  r = request(prompt, 4, 4, out);
+  EXPECT_WEFT_ERROR(weft_model_generate(m, &r, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "batch is 4; expected 1..2");
+  r = request(prompt, 1, 1000, out);
+  EXPECT_WEFT_ERROR(weft_model_generate(m, &r, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "max_seq 64");
+  r = request({1, 2}, 1, 2, out);
+  r.out_tokens = nullptr;
+  EXPECT_WEFT_ERROR(weft_model_generate(m, &r, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "out_tokens");
+  EXPECT_WEFT_ERROR(weft_model_generate(m, nullptr, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "request");
+  EXPECT_WEFT_ERROR(weft_model_compile(m, 0, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "batch is 0");
+  weft_model_info info{};
+  info.struct_size = 8;
+  EXPECT_WEFT_ERROR(weft_model_get_info(m, &info), WEFT_ERROR_INVALID_ARGUMENT, "struct_size");
+  weft_model_destroy(m);
+  EXPECT_WEFT_ERROR(weft_model_generate(m, &r, nullptr), WEFT_ERROR_INVALID_HANDLE, "model");
+  weft_model_destroy(m);  // a second destroy is ignored
+  weft_model_destroy(nullptr);
+}
+
+TEST_F(ModelApi, AMissingTensorIsNamed) {
+  // Copy the checkpoint with one tensor renamed in the safetensors header (same length, so offsets hold).
+  const fs::path broken = *dir / "broken";
+  fs::create_directories(broken);
+  fs::copy_file(*dir / "config.json", broken / "config.json");
+  std::ifstream in(*dir / "model.safetensors", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = bytes.find("model.layers.1.mlp.up_proj.weight");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 33, "model.layers.1.mlp.UP_proj.weight");
+  std::ofstream(broken / "model.safetensors", std::ios::binary) << bytes;
+  weft_model* m = nullptr;
+  weft_model_options o{};
+  o.struct_size = sizeof o;
+  o.backend = WEFT_BACKEND_REFERENCE;
+  EXPECT_WEFT_ERROR(weft_model_load(ctx, broken.c_str(), &o, &m), WEFT_ERROR_INVALID_ARGUMENT, "model.layers.1.mlp.up_proj.weight");
+  EXPECT_EQ(m, nullptr);
+}
+
+}  // namespace

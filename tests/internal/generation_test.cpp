@@ -1,0 +1,184 @@
+// Models and greedy generation on the CPU reference: the step schedule (prefill, last prompt token, positions,
+// feedback), teacher forcing, and every request / checkpoint error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "models/generation.hpp"
+#include "reference/interpreter.hpp"
+#include "test_models.hpp"
+
+namespace weft {
+namespace {
+
+namespace fs = std::filesystem;
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("weft_generation_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  std::shared_ptr<const Model> load(bool qwen, int64_t max_batch = 3) {
+    DecoderShape s = test::tiny_decoder(2, 4, 32, qwen);
+    s.tie_word_embeddings = qwen;
+    write_random_checkpoint(dir, s, 11, 0.1f);
+    return std::make_shared<const Model>(dir, ModelOptions{max_batch, 0});
+  }
+  fs::path dir;
+};
+
+// The same decode done by hand with run_reference: prefill positions 0..P-2, then P-1.. with the argmax fed back.
+std::vector<int32_t> by_hand(const Model& m, const std::vector<int32_t>& prompt, int64_t batch, int64_t plen, int64_t steps) {
+  const Graph& g = m.graph();
+  std::vector<HostBinding> bindings;
+  for (const ModelWeight& w : m.weights().weights()) bindings.push_back({w.tensor, TensorView{const_cast<void*>(w.data), w.dtype, w.shape, {}}});
+  std::vector<std::vector<uint8_t>> storage;
+  for (const TensorDesc& t : g.tensors()) {
+    if (t.kind != TensorKind::state && t.name != "logits") continue;
+    const auto shape = resolve_shape(t.type.shape, SymbolValues{batch});
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    storage.emplace_back(static_cast<size_t>(n) * dtype_size(t.type.dtype), 0);
+    bindings.push_back({g.find_tensor(t.name), TensorView{storage.back().data(), t.type.dtype, shape, {}}});
+  }
+  std::vector<int32_t> ids(static_cast<size_t>(batch)), pos(static_cast<size_t>(batch)), next(static_cast<size_t>(batch));
+  bindings.push_back({m.input_ids(), TensorView{ids.data(), DType::i32, {batch}, {}}});
+  bindings.push_back({m.positions(), TensorView{pos.data(), DType::i32, {batch}, {}}});
+  bindings.push_back({m.next_token(), TensorView{next.data(), DType::i32, {batch}, {}}});
+  std::vector<int32_t> out(static_cast<size_t>(batch * steps));
+  for (int64_t t = 0; t < plen - 1 + steps; ++t) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto bi = static_cast<size_t>(b);
+      ids[bi] = t < plen ? prompt[static_cast<size_t>(b * plen + t)] : out[static_cast<size_t>(b * steps + t - plen)];
+      pos[bi] = static_cast<int32_t>(t);
+    }
+    run_reference(g, bindings);
+    if (t >= plen - 1)
+      for (int64_t b = 0; b < batch; ++b) out[static_cast<size_t>(b * steps + t - (plen - 1))] = next[static_cast<size_t>(b)];
+  }
+  return out;
+}
+
+TEST_F(GenerationTest, ReferenceGreedyMatchesADecodeByHand) {
+  for (bool qwen : {false, true}) {
+    const auto m = load(qwen);
+    auto gen = make_reference_generator(m, false);
+    EXPECT_STREQ(gen->backend(), "reference");
+    GenerateRequest r;
+    r.batch = 3;
+    r.prompt_len = 4;
+    r.steps = 6;
+    r.prompt = {1, 2, 3, 4, 9, 8, 7, 6, 100, 200, 300, 400};
+    const GenerateResult out = gen->generate(r);
+    EXPECT_EQ(out.tokens, by_hand(*m, r.prompt, 3, 4, 6)) << (qwen ? "qwen3" : "llama");
+    EXPECT_EQ(out.step_ms.size(), 6u);
+    // The rows differ (different prompts), and a second request starts from an empty KV cache.
+    EXPECT_EQ(gen->generate(r).tokens, out.tokens);
+    r.multi_step = true;  // the reference runs it step by step: same tokens
+    EXPECT_EQ(gen->generate(r).tokens, out.tokens);
+  }
+}
+
+TEST_F(GenerationTest, TeacherForcingFeedsTheGivenTokens) {
+  const auto m = load(false);
+  auto gen = make_reference_generator(m, false);
+  GenerateRequest r;
+  r.batch = 2;
+  r.prompt_len = 3;
+  r.steps = 5;
+  r.prompt = {5, 6, 7, 50, 60, 70};
+  const int64_t vocab = m->shape().vocab;
+  std::vector<float> free_logits(static_cast<size_t>(r.steps * r.batch * vocab));
+  r.logits = free_logits.data();
+  const GenerateResult free_run = gen->generate(r);
+  // Forcing the model's own tokens changes nothing; the logits' argmax is the token.
+  r.forced = free_run.tokens;
+  std::vector<float> forced_logits(free_logits.size());
+  r.logits = forced_logits.data();
+  EXPECT_EQ(gen->generate(r).tokens, free_run.tokens);
+  EXPECT_EQ(forced_logits, free_logits);
+  for (int64_t j = 0; j < r.steps; ++j)
+    for (int64_t b = 0; b < r.batch; ++b) {
+      const float* row = free_logits.data() + (j * r.batch + b) * vocab;
+      EXPECT_EQ(std::max_element(row, row + vocab) - row, free_run.tokens[static_cast<size_t>(b * r.steps + j)]);
+    }
+  // Forcing other tokens: step 0 is unchanged (it consumes the prompt), step 1 is not.
+  for (auto& t : r.forced) t = (t + 1) % static_cast<int32_t>(vocab);
+  gen->generate(r);
+  const size_t row = static_cast<size_t>(r.batch * vocab);
+  EXPECT_TRUE(std::equal(forced_logits.begin(), forced_logits.begin() + static_cast<std::ptrdiff_t>(row), free_logits.begin()));
+  EXPECT_FALSE(std::equal(forced_logits.begin() + static_cast<std::ptrdiff_t>(row), forced_logits.begin() + static_cast<std::ptrdiff_t>(2 * row),
+                          free_logits.begin() + static_cast<std::ptrdiff_t>(row)));
+}
+
+void expect_invalid(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(GenerationTest, BadRequestsAreNamed) {
+  const auto m = load(true);
+  auto gen = make_reference_generator(m, false);
+  auto request = [] {
+    GenerateRequest r;
+    r.batch = 2;
+    r.prompt_len = 2;
+    r.steps = 3;
+    r.prompt = {1, 2, 3, 4};
+    return r;
+  };
+  GenerateRequest r = request();
+  r.batch = 4;
+  expect_invalid([&] { gen->generate(r); }, "batch is 4; expected 1..3");
+  r = request();
+  r.steps = 32;
+  expect_invalid([&] { gen->generate(r); }, "max_seq 32");
+  r = request();
+  r.prompt[3] = 1000;
+  expect_invalid([&] { gen->generate(r); }, "prompt[1][1] is 1000; expected a token id in [0, 1000)");
+  r = request();
+  r.prompt.pop_back();
+  expect_invalid([&] { gen->generate(r); }, "prompt has 3 ids");
+  r = request();
+  r.forced = {1, 2, 3, 4, 5, -1};
+  expect_invalid([&] { gen->generate(r); }, "forced[1][2] is -1");
+  r = request();
+  r.multi_step = true;
+  float logits[1];
+  r.logits = logits;
+  expect_invalid([&] { gen->generate(r); }, "step mode");
+  r = request();
+  r.steps = 0;
+  expect_invalid([&] { gen->generate(r); }, "steps is 0");
+}
+
+TEST_F(GenerationTest, BadFoldersAreNamed) {
+  expect_invalid([&] { Model(dir / "nowhere", ModelOptions{}); }, "config.json");
+  load(false);
+  expect_invalid([&] { Model(dir, ModelOptions{1, 64}); }, "max_seq 64 exceeds the model's max_position_embeddings 32");
+  expect_invalid([&] { Model(dir, ModelOptions{0, 0}); }, "max_batch is 0");
+  // A truncated weights file is named.
+  const fs::path st = dir / "model.safetensors";
+  fs::resize_file(st, fs::file_size(st) - 100);
+  try {
+    Model(dir, ModelOptions{});
+    ADD_FAILURE() << "a truncated checkpoint loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.safetensors"), std::string::npos) << e.what();
+  }
+  // A config that is not a decoder we know is named with its file.
+  std::ofstream(dir / "config.json") << R"({"model_type": "gpt2"})";
+  expect_invalid([&] { Model(dir, ModelOptions{}); }, "model_type 'gpt2' is not supported");
+}
+
+}  // namespace
+}  // namespace weft
