@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
   const double median = percentile(step_ms, 0.5);
   std::printf("prefill: %d positions in %.3f ms\n", prompt_len - 1, rep.prefill_ms);
   std::printf("per-token latency (%s, %s): median %.4f ms, p10 %.4f ms, p90 %.4f ms over %d steps; %.1f tokens/s per row\n",
-              mode == "loop" ? "multi-step, one launch" : "one launch per step", info.backend == WEFT_BACKEND_GPU ? "GPU" : "CPU reference",
+              info.backend != WEFT_BACKEND_GPU ? "step by step" : mode == "loop" ? "multi-step, one launch" : "one launch per step",
+              info.backend == WEFT_BACKEND_GPU ? "GPU" : "CPU reference",
               median, percentile(step_ms, 0.1), percentile(step_ms, 0.9), steps, 1000.0 / median);
 
   if (!logits_path.empty()) {
