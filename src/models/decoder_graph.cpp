@@ -58,7 +58,13 @@ DecoderShape decoder_shape_from_hf_config(const std::string& config_json) {
   s.ffn = count("intermediate_size");
   s.vocab = count("vocab_size");
   s.rms_eps = num("rms_norm_eps");
+  // transformers 5 writes rope settings (theta included) under rope_parameters; older ones at the top level.
+  const nlohmann::json* params = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? &c["rope_parameters"] : nullptr;
   s.rope_theta = c.contains("rope_theta") ? num("rope_theta") : 10000.0;
+  if (!c.contains("rope_theta") && params && params->contains("rope_theta")) {
+    if (!(*params)["rope_theta"].is_number()) invalid("config.json: 'rope_parameters.rope_theta' is not a number");
+    s.rope_theta = (*params)["rope_theta"].get<double>();
+  }
   s.qk_norm = type == "qwen3";
   s.tie_word_embeddings = c.value("tie_word_embeddings", false);
   if (c.contains("max_position_embeddings")) s.max_seq = count("max_position_embeddings");
@@ -68,8 +74,9 @@ DecoderShape decoder_shape_from_hf_config(const std::string& config_json) {
   else if (dtype == "float32") s.dtype = DType::f32;
   else invalid("config.json: torch_dtype '" + dtype + "' is not supported; expected bfloat16, float16 or float32");
   s.rope_scaling = "none";
-  if (c.contains("rope_scaling") && c["rope_scaling"].is_object()) {
-    const auto& r = c["rope_scaling"];
+  const nlohmann::json* scaling = c.contains("rope_scaling") && c["rope_scaling"].is_object() ? &c["rope_scaling"] : params;
+  if (scaling) {
+    const auto& r = *scaling;
     const std::string kind = r.value("rope_type", r.value("type", std::string("default")));
     if (kind == "llama3") {
       s.rope_scaling = "llama3";

@@ -50,6 +50,25 @@ TEST(HfConfig, LlamaAndQwen3) {
   EXPECT_NE(build_decoder_graph(small).find_tensor("lm_head.weight"), kNoTensor);
 }
 
+// transformers 5 keeps theta and scaling under rope_parameters only.
+TEST(HfConfig, RopeParametersOfTransformers5) {
+  const char* llama = R"({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+    "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "head_dim": 64,
+    "max_position_embeddings": 131072, "rms_norm_eps": 1e-05, "tie_word_embeddings": true, "dtype": "bfloat16",
+    "vocab_size": 128256, "rope_parameters": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_theta": 500000.0}})";
+  const DecoderShape l = decoder_shape_from_hf_config(llama);
+  EXPECT_DOUBLE_EQ(l.rope_theta, 500000.0);
+  EXPECT_EQ(l.rope_scaling, "llama3");
+  EXPECT_DOUBLE_EQ(l.rope_factor, 16.0);
+  const char* qwen = R"({"model_type": "qwen3", "hidden_size": 1024, "intermediate_size": 3072,
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "head_dim": 128,
+    "rms_norm_eps": 1e-06, "vocab_size": 151936, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}})";
+  const DecoderShape q = decoder_shape_from_hf_config(qwen);
+  EXPECT_DOUBLE_EQ(q.rope_theta, 1000000.0);
+  EXPECT_EQ(q.rope_scaling, "none");
+}
+
 TEST(HfConfig, ErrorsNameTheField) {
   auto error_of = [](const std::string& json) {
     try {
