@@ -135,6 +135,20 @@ def hf_generate(model, prompts, steps, device):
     return tokens, logits, ms
 
 
+@torch.no_grad()
+def fp32_logits(model, prompts, hf_tokens, device):
+    """Teacher-forced logits [N, B, V] of the same weights in float32: the yardstick both bf16 runs are
+    measured against (how far HF's own bf16 arithmetic is from it says how much disagreement is rounding)."""
+    seq = torch.cat([prompts, hf_tokens[:, :-1]], dim=1).to(device)
+    out = model(seq, attention_mask=torch.ones_like(seq), use_cache=False).logits.float()
+    p = prompts.shape[1]
+    return out[:, p - 1:, :].transpose(0, 1).cpu()
+
+
+def rel_err(a, b):
+    return float(((a - b).norm(dim=-1) / b.norm(dim=-1).clamp_min(1e-30)).max())
+
+
 def gap_stats(hf_logits):
     """Per (step, row): top-2 gap and whether it is clear of the near-tie threshold."""
     top2 = hf_logits.topk(2, dim=-1).values
@@ -201,7 +215,7 @@ def run_weft(args, model_dir, prompts, steps, mode, force=None, logits_out=None,
     return res, logits
 
 
-def compare(args, name, batch, model_dir, prompts, hf_tokens, hf_logits, hf_ms):
+def compare(args, name, batch, model_dir, prompts, hf_tokens, hf_logits, hf_ms, f32_logits):
     res = {"model": name, "batch": batch, "hf_per_token_ms": hf_ms, "pass": False}
     steps = hf_tokens.shape[1]
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
@@ -212,6 +226,8 @@ def compare(args, name, batch, model_dir, prompts, hf_tokens, hf_logits, hf_ms):
             if w_logits.shape != hf_logits.shape:
                 raise RuntimeError(f"weft logits shape {tuple(w_logits.shape)} != HF {tuple(hf_logits.shape)}")
             res["teacher_forced"] = teacher_forced_check(hf_logits, w_logits)
+            res["teacher_forced"]["weft_vs_fp32_max_rel"] = rel_err(w_logits, f32_logits)
+            res["teacher_forced"]["hf_bf16_vs_fp32_max_rel"] = rel_err(hf_logits, f32_logits)
             for mode in ("step", "loop"):
                 w, _ = run_weft(args, model_dir, prompts, steps, mode, tmp=tmp)
                 fr = free_running_check(hf_logits, hf_tokens, w["tokens"])
@@ -228,18 +244,19 @@ def compare(args, name, batch, model_dir, prompts, hf_tokens, hf_logits, hf_ms):
 
 
 def print_table(results):
-    hdr = ["model", "B", "tf max rel", "argmax agree", "free step", "free loop",
+    hdr = ["model", "B", "tf max rel", "weft/fp32", "HF/fp32", "argmax agree", "free step", "free loop",
            "weft step ms", "weft loop ms", "HF ms", "result"]
     rows = []
     for r in results:
         if "error" in r:
-            rows.append([r["model"], str(r["batch"]), "-", "-", "-", "-", "-", "-",
+            rows.append([r["model"], str(r["batch"]), "-", "-", "-", "-", "-", "-", "-", "-",
                          f"{r['hf_per_token_ms']:.2f}", "ERROR"])
             continue
         tf, fs, fl = r["teacher_forced"], r["free_step"], r["free_loop"]
         agree = tf["argmax_checked"] - len(tf["argmax_mismatches"])
         ms = lambda v: "-" if v is None else f"{v:.3f}"
         rows.append([r["model"], str(r["batch"]), f"{tf['max_rel_err']:.2e}",
+                     f"{tf['weft_vs_fp32_max_rel']:.2e}", f"{tf['hf_bf16_vs_fp32_max_rel']:.2e}",
                      f"{agree}/{tf['argmax_checked']} (of {tf['argmax_total']})",
                      f"{fs['matched']}/{fs['required']}", f"{fl['matched']}/{fl['required']}",
                      ms(fs["per_token_ms_median"]), ms(fl["per_token_ms_median"]),
@@ -288,6 +305,9 @@ def main():
             prompts = torch.randint(0, cfg["vocab_size"], (batch, args.prompt_len), generator=g)
             log(f"[{name}] HF generate batch={batch} P={args.prompt_len} N={args.steps}")
             hf[batch] = (prompts, *hf_generate(model, prompts, args.steps, device))
+        model.float()  # the same weights, upcast: the fp32 yardstick
+        for batch in batches:
+            hf[batch] = (*hf[batch], fp32_logits(model, hf[batch][0], hf[batch][1], device))
         # Free the HF model before weft needs the GPU.
         del model
         if device.type == "cuda":
