@@ -295,6 +295,78 @@ class Program {
   weft_program* h_ = nullptr;
 };
 
+// A Hugging Face Llama / Qwen3 folder loaded for greedy generation (GPU when there is one, else the CPU
+// reference; see weft_model_options).
+class Model {
+ public:
+  struct Generation {
+    std::vector<int32_t> tokens;   // [batch][steps]
+    std::vector<float> step_ms;    // [steps]
+    double prefill_ms = 0, decode_ms = 0;
+  };
+
+  Model(const Context& context, const std::string& dir, weft_model_options options = {}) {
+    options.struct_size = sizeof options;
+    check(weft_model_load(context.get(), dir.c_str(), &options, &h_));
+  }
+  ~Model() { weft_model_destroy(h_); }
+  Model(Model&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  Model& operator=(Model&& o) noexcept {
+    if (this != &o) {
+      weft_model_destroy(h_);
+      h_ = std::exchange(o.h_, nullptr);
+    }
+    return *this;
+  }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+  weft_model* get() const { return h_; }
+
+  weft_model_info info() const {
+    weft_model_info i{};
+    i.struct_size = sizeof i;
+    check(weft_model_get_info(h_, &i));
+    return i;
+  }
+  weft_compile_report compile(int32_t batch) {
+    weft_compile_report r{};
+    r.struct_size = sizeof r;
+    check(weft_model_compile(h_, batch, &r));
+    return r;
+  }
+  // `prompts`: batch rows of one length. multi_step: every step in one launch (GPU).
+  Generation generate(const std::vector<std::vector<int32_t>>& prompts, int32_t steps, bool multi_step = false) {
+    if (prompts.empty()) throw Error(WEFT_ERROR_INVALID_ARGUMENT, "generate: no prompts");
+    std::vector<int32_t> ids;
+    for (const auto& p : prompts) {
+      if (p.size() != prompts[0].size()) throw Error(WEFT_ERROR_INVALID_ARGUMENT, "generate: prompts of different lengths");
+      ids.insert(ids.end(), p.begin(), p.end());
+    }
+    Generation g;
+    const auto batch = static_cast<int32_t>(prompts.size());
+    g.tokens.resize(static_cast<size_t>(batch) * static_cast<size_t>(steps > 0 ? steps : 0));
+    g.step_ms.resize(static_cast<size_t>(steps > 0 ? steps : 0));
+    weft_generate_request r{};
+    r.struct_size = sizeof r;
+    r.batch = batch;
+    r.prompt_len = static_cast<int32_t>(prompts[0].size());
+    r.steps = steps;
+    r.prompt_ids = ids.data();
+    r.multi_step = multi_step ? 1 : 0;
+    r.out_tokens = g.tokens.data();
+    r.out_step_ms = g.step_ms.data();
+    weft_generate_report rep{};
+    rep.struct_size = sizeof rep;
+    check(weft_model_generate(h_, &r, &rep));
+    g.prefill_ms = rep.prefill_ms;
+    g.decode_ms = rep.decode_ms;
+    return g;
+  }
+
+ private:
+  weft_model* h_ = nullptr;
+};
+
 }  // namespace weft
 
 #endif  // WEFT_WEFT_HPP

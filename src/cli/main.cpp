@@ -171,24 +171,10 @@ int cmd_example(const Args& a) {
   return 0;
 }
 
-// Small shapes with the real structure: a checkpoint that loads, compiles and generates in seconds anywhere.
-DecoderShape tiny(bool qwen) {
-  DecoderShape s = qwen ? qwen3_0_6b_shape() : llama_3_2_1b_shape();
-  s.layers = 2;
-  s.hidden = 256;
-  s.q_heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 64;
-  s.ffn = 512;
-  s.vocab = 2048;
-  s.max_seq = 1024;
-  return s;
-}
-
 int cmd_checkpoint(const Args& a) {
   DecoderShape s;
-  if (a.sub == "tiny-llama") s = tiny(false);
-  else if (a.sub == "tiny-qwen3") s = tiny(true);
+  if (a.sub == "tiny-llama") s = tiny_decoder_shape(false);
+  else if (a.sub == "tiny-qwen3") s = tiny_decoder_shape(true);
   else if (a.sub == "llama-3.2-1b") s = llama_3_2_1b_shape();
   else if (a.sub == "qwen3-0.6b") s = qwen3_0_6b_shape();
   else invalid("unknown checkpoint shape '" + a.sub + "'; expected tiny-llama, tiny-qwen3, llama-3.2-1b or qwen3-0.6b");

@@ -23,6 +23,19 @@ DecoderShape qwen3_0_6b_shape() {
   return s;
 }
 
+DecoderShape tiny_decoder_shape(bool qwen3) {
+  DecoderShape s = qwen3 ? qwen3_0_6b_shape() : llama_3_2_1b_shape();
+  s.layers = 2;
+  s.hidden = 256;
+  s.q_heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.ffn = 512;
+  s.vocab = 2048;
+  s.max_seq = 1024;
+  return s;
+}
+
 DecoderShape decoder_shape_from_hf_config(const std::string& config_json) {
   nlohmann::json c;
   try {

@@ -28,6 +28,9 @@ struct DecoderShape {
 
 DecoderShape llama_3_2_1b_shape();
 DecoderShape qwen3_0_6b_shape();
+// Llama (or Qwen3 with qwen3 = true) structure at a size that loads, compiles and runs in milliseconds anywhere:
+// 2 layers, hidden 256, 4 q / 2 kv heads of 64, FFN 512, vocab 2048, max_seq 1024.
+DecoderShape tiny_decoder_shape(bool qwen3);
 
 // The shape described by a Hugging Face config.json (model_type "llama" or "qwen3"). Missing or
 // contradictory fields are errors naming the field.

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "capi_test_util.hpp"
+#include "weft/weft.hpp"
 
 using namespace weft_test;
 namespace fs = std::filesystem;
@@ -130,6 +131,33 @@ TEST_F(ModelApi, LoadsDescribesCompilesAndGenerates) {
     weft_model_destroy(gpu);
   }
   weft_model_destroy(m);
+}
+
+TEST_F(ModelApi, CppWrapperGeneratesTheSameTokens) {
+  weft_model* m = load(WEFT_BACKEND_REFERENCE);
+  ASSERT_NE(m, nullptr);
+  const std::vector<int32_t> prompt = {7, 8, 9, 10, 11, 12};
+  std::vector<int32_t> tokens;
+  weft_generate_request r = request(prompt, 2, 5, tokens);
+  ASSERT_WEFT_OK(weft_model_generate(m, &r, nullptr));
+  weft_model_destroy(m);
+
+  weft::Context context;
+  weft_model_options o{};
+  o.backend = WEFT_BACKEND_REFERENCE;
+  o.max_batch = 2;
+  weft::Model model(context, dir->string(), o);
+  EXPECT_EQ(model.info().layers, 2);
+  const weft::Model::Generation g = model.generate({{7, 8, 9}, {10, 11, 12}}, 5);
+  EXPECT_EQ(g.tokens, tokens);
+  EXPECT_EQ(g.step_ms.size(), 5u);
+  try {
+    model.generate({{7, 8, 9}, {10, 11, 12}, {1, 2, 3}}, 5);
+    ADD_FAILURE() << "batch 3 over max_batch 2 was accepted";
+  } catch (const weft::Error& e) {
+    EXPECT_EQ(e.status(), WEFT_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("batch is 3"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(ModelApi, BadArgumentsAreNamed) {

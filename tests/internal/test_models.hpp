@@ -7,13 +7,8 @@
 namespace weft::test {
 
 inline DecoderShape tiny_decoder(int64_t layers, int64_t max_batch, int64_t max_seq, bool qk_norm = true) {
-  DecoderShape s = qk_norm ? qwen3_0_6b_shape() : llama_3_2_1b_shape();
+  DecoderShape s = tiny_decoder_shape(qk_norm);
   s.layers = layers;
-  s.hidden = 256;
-  s.q_heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 64;
-  s.ffn = 512;
   s.vocab = 1000;
   s.max_seq = max_seq;
   s.max_batch = max_batch;
