@@ -75,37 +75,25 @@ class DeviceGenerator final : public Generator {
   GenerateResult generate(const GenerateRequest& r) override {
     check_request(*model_, r);
     const Model& m = *model_;
-    const Graph& g = m.graph();
     DeviceContext::Scope scope(*device_);
     const DriverApi& d = driver();
     const auto batch = static_cast<size_t>(r.batch), steps = static_cast<size_t>(r.steps), plen = static_cast<size_t>(r.prompt_len);
     const size_t row = batch * sizeof(int32_t);
-    const SymbolValues values{r.batch};
-    program_.specialize(values);  // compile before anything is timed
+    program_.specialize(SymbolValues{r.batch});  // compile before anything is timed
 
     // KV caches, zeroed per request; logits.
     std::vector<Binding> bindings = bindings_;
+    const auto owned = m.request_tensors(r.batch);
     size_t state_bytes = 0;
-    std::vector<std::pair<TensorId, std::vector<int64_t>>> states;
-    for (size_t i = 0; i < g.tensors().size(); ++i) {
-      const TensorDesc& t = g.tensors()[i];
-      if (t.kind != TensorKind::state && static_cast<TensorId>(i) != m.logits()) continue;
-      states.emplace_back(static_cast<TensorId>(i), resolve_shape(t.type.shape, values));
-      int64_t n = 1;
-      for (int64_t x : states.back().second) n *= x;
-      state_bytes += align_up(static_cast<size_t>(n) * dtype_size(t.type.dtype));
-    }
+    for (const auto& t : owned) state_bytes += align_up(t.bytes);
     states_.reserve(state_bytes, "KV caches and logits");
     check_cu(d.memset_d8_async(states_.ptr, 0, state_bytes, stream_), "cuMemsetD8Async (KV caches)");
     size_t at = 0;
     CUdeviceptr logits_dev = 0;
-    for (auto& [id, shape] : states) {
-      const TensorDesc& t = g.tensor(id);
-      int64_t n = 1;
-      for (int64_t x : shape) n *= x;
-      if (id == m.logits()) logits_dev = states_.ptr + at;
-      bindings.push_back({id, TensorView{reinterpret_cast<void*>(states_.ptr + at), t.type.dtype, shape, {}}});
-      at += align_up(static_cast<size_t>(n) * dtype_size(t.type.dtype));
+    for (const auto& t : owned) {
+      if (t.tensor == m.logits()) logits_dev = states_.ptr + at;
+      bindings.push_back({t.tensor, TensorView{reinterpret_cast<void*>(states_.ptr + at), t.dtype, t.shape, {}}});
+      at += align_up(t.bytes);
     }
 
     // Token and position rows, [row][batch] int32: the prompt by position, positions 0.., forced tokens,

@@ -78,22 +78,15 @@ class ReferenceGenerator final : public Generator {
     const Model& m = *model_;
     const Graph& g = m.graph();
     const auto batch = static_cast<size_t>(r.batch);
-    const SymbolValues values{r.batch};
     std::vector<int32_t> ids(batch), pos(batch), next(batch);
-    std::vector<HostBinding> bindings;
-    for (const ModelWeight& w : m.weights().weights())
-      bindings.push_back({w.tensor, TensorView{const_cast<void*>(w.data), w.dtype, w.shape, {}}});
-    std::vector<std::vector<uint8_t>> storage;  // KV caches (zeroed) and logits
-    std::vector<uint8_t>* logits = nullptr;
-    for (size_t i = 0; i < g.tensors().size(); ++i) {
-      const TensorDesc& t = g.tensors()[i];
-      if (t.kind != TensorKind::state && static_cast<TensorId>(i) != m.logits()) continue;
-      const std::vector<int64_t> shape = resolve_shape(t.type.shape, values);
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      storage.emplace_back(static_cast<size_t>(n) * dtype_size(t.type.dtype), 0);
-      bindings.push_back({static_cast<TensorId>(i), TensorView{storage.back().data(), t.type.dtype, shape, {}}});
-      if (static_cast<TensorId>(i) == m.logits()) logits = &storage.back();
+    std::vector<HostBinding> bindings = m.weights().host_bindings();
+    const auto owned = m.request_tensors(r.batch);
+    std::vector<std::vector<uint8_t>> storage(owned.size());  // KV caches (zeroed) and logits
+    const void* logits = nullptr;
+    for (size_t i = 0; i < owned.size(); ++i) {
+      storage[i].assign(owned[i].bytes, 0);
+      bindings.push_back({owned[i].tensor, TensorView{storage[i].data(), owned[i].dtype, owned[i].shape, {}}});
+      if (owned[i].tensor == m.logits()) logits = storage[i].data();
     }
     bindings.push_back({m.input_ids(), TensorView{ids.data(), DType::i32, {r.batch}, {}}});
     bindings.push_back({m.positions(), TensorView{pos.data(), DType::i32, {r.batch}, {}}});
@@ -122,7 +115,7 @@ class ReferenceGenerator final : public Generator {
       }
       run_reference(g, bindings);
       for (size_t b = 0; b < batch; ++b) out.tokens[b * static_cast<size_t>(r.steps) + static_cast<size_t>(j)] = next[b];
-      if (r.logits) widen_to_f32(logits->data(), m.shape().dtype, r.logits + static_cast<size_t>(j) * batch * vocab, batch * vocab);
+      if (r.logits) widen_to_f32(logits, m.shape().dtype, r.logits + static_cast<size_t>(j) * batch * vocab, batch * vocab);
       const auto now = std::chrono::steady_clock::now();
       out.step_ms.push_back(ms_between(mark, now));
       mark = now;

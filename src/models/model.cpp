@@ -43,4 +43,16 @@ Model::Model(const std::filesystem::path& dir, const ModelOptions& options)
       logits_(graph_.find_tensor("logits")),
       next_token_(graph_.find_tensor("next_token")) {}
 
+std::vector<Model::RequestTensor> Model::request_tensors(int64_t batch) const {
+  std::vector<RequestTensor> out;
+  for (size_t i = 0; i < graph_.tensors().size(); ++i) {
+    const TensorDesc& t = graph_.tensors()[i];
+    if (t.kind != TensorKind::state && static_cast<TensorId>(i) != logits_) continue;
+    std::vector<int64_t> shape = resolve_shape(t.type.shape, SymbolValues{batch});
+    const auto bytes = static_cast<size_t>(element_count(shape)) * dtype_size(t.type.dtype);
+    out.push_back({static_cast<TensorId>(i), t.type.dtype, std::move(shape), bytes});
+  }
+  return out;
+}
+
 }  // namespace weft

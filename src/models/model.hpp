@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <vector>
 
 #include "graph/graph.hpp"
 #include "models/decoder_graph.hpp"
@@ -31,6 +32,15 @@ class Model {
   const Graph& graph() const { return graph_; }
   const ModelWeights& weights() const { return weights_; }
   const std::filesystem::path& dir() const { return dir_; }
+
+  // What one request owns at `batch` rows: every KV-cache state and the logits, with their resolved shapes.
+  struct RequestTensor {
+    TensorId tensor;
+    DType dtype;
+    std::vector<int64_t> shape;
+    size_t bytes;
+  };
+  std::vector<RequestTensor> request_tensors(int64_t batch) const;
 
   TensorId input_ids() const { return input_ids_; }
   TensorId positions() const { return positions_; }

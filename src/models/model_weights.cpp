@@ -76,6 +76,12 @@ ModelWeights::ModelWeights(const Graph& g, const Checkpoint& c) {
   }
 }
 
+std::vector<Binding> ModelWeights::host_bindings() const {
+  std::vector<Binding> out;
+  for (const ModelWeight& w : weights_) out.push_back({w.tensor, TensorView{const_cast<void*>(w.data), w.dtype, w.shape, {}}});
+  return out;
+}
+
 void write_random_checkpoint(const std::filesystem::path& dir, const DecoderShape& s, uint32_t seed, float scale) {
   std::filesystem::create_directories(dir);
   std::mt19937 rng(seed);

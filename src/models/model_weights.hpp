@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/bindings.hpp"
 #include "graph/graph.hpp"
 #include "models/decoder_graph.hpp"
 #include "models/safetensors.hpp"
@@ -29,6 +30,8 @@ class ModelWeights {
   // or dtype is an error naming the checkpoint tensor.
   ModelWeights(const Graph& g, const Checkpoint& checkpoint);
   const std::vector<ModelWeight>& weights() const { return weights_; }
+  // Every weight bound to its host data (the mapping or the fused copy), for the reference interpreter.
+  std::vector<Binding> host_bindings() const;
 
  private:
   std::vector<ModelWeight> weights_;

@@ -168,12 +168,6 @@ void Program::run_loop(std::span<const DeviceBinding> bindings, const LoopReques
 
 namespace {
 
-int64_t elements(const TensorView& t) {
-  int64_t n = 1;
-  for (int64_t d : t.shape) n *= d;
-  return n;
-}
-
 CUdeviceptr grow(CUdeviceptr p, size_t& capacity, size_t bytes, const char* what) {
   if (bytes <= capacity) return p;
   const DriverApi& d = driver();
@@ -187,7 +181,7 @@ CUdeviceptr grow(CUdeviceptr p, size_t& capacity, size_t bytes, const char* what
 
 }  // namespace
 
-void Program::prepare_loop(Variant& v, const std::vector<void*>& slots, const std::vector<const TensorView*>& bound,
+size_t Program::prepare_loop(Variant& v, const std::vector<void*>& slots, const std::vector<const TensorView*>& bound,
                            const LoopRequest& loop, CUstream stream) {
   const Graph& g = graph_;
   auto check = [&](TensorId t, const char* role) -> const TensorView& {
@@ -203,11 +197,11 @@ void Program::prepare_loop(Variant& v, const std::vector<void*>& slots, const st
   if (!g.tensor(loop.feedback_output).is_output) invalid("the loop's feedback output '" + g.tensor(loop.feedback_output).name + "' is not a graph output");
   if (g.tensor(loop.feedback_input).kind != TensorKind::input) invalid("the loop's feedback input '" + g.tensor(loop.feedback_input).name + "' is not a graph input");
   if (g.tensor(loop.counter_input).kind != TensorKind::input) invalid("the loop's counter input '" + g.tensor(loop.counter_input).name + "' is not a graph input");
-  const int64_t n = elements(in);
-  if (elements(out) != n || elements(counter) != n)
-    invalid("the loop's feedback output '" + g.tensor(loop.feedback_output).name + "' (" + std::to_string(elements(out)) +
+  const int64_t n = element_count(in.shape);
+  if (element_count(out.shape) != n || element_count(counter.shape) != n)
+    invalid("the loop's feedback output '" + g.tensor(loop.feedback_output).name + "' (" + std::to_string(element_count(out.shape)) +
             " elements), feedback input '" + g.tensor(loop.feedback_input).name + "' (" + std::to_string(n) +
-            ") and counter '" + g.tensor(loop.counter_input).name + "' (" + std::to_string(elements(counter)) + ") must have one element count");
+            ") and counter '" + g.tensor(loop.counter_input).name + "' (" + std::to_string(element_count(counter.shape)) + ") must have one element count");
   const size_t steps = static_cast<size_t>(loop.steps), nb = static_cast<size_t>(n) * sizeof(int32_t);
   const DriverApi& d = driver();
   const size_t slot_bytes = steps * slots.size() * sizeof(void*);
@@ -233,6 +227,7 @@ void Program::prepare_loop(Variant& v, const std::vector<void*>& slots, const st
     check_cu(d.memcpy_htod_async(v.loop_slots, table.data(), slot_bytes, stream), "cuMemcpyHtoDAsync (multi-step slot tables)");
     v.loop_slots_uploaded = std::move(table);
   }
+  return nb;
 }
 
 void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream) {
@@ -257,14 +252,12 @@ void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest*
   weft_loop lp{};
   lp.barrier = reinterpret_cast<unsigned int*>(v.events + v.events_bytes - sizeof(unsigned int));
   lp.barrier_base = v.barriers;
-  size_t n_bytes = 0;
+  size_t n_bytes = 0;  // one step's feedback tokens
   if (loop) {
-    prepare_loop(v, slots, bound, *loop, stream);
-    const size_t nb = static_cast<size_t>(elements(*bound[static_cast<size_t>(loop->feedback_input)])) * sizeof(int32_t);
-    n_bytes = nb;
+    n_bytes = prepare_loop(v, slots, bound, *loop, stream);
     lp.step_slots = reinterpret_cast<void* const*>(v.loop_slots);
     lp.steps = loop->steps;
-    lp.feed_n = static_cast<int>(nb / sizeof(int32_t));
+    lp.feed_n = static_cast<int>(n_bytes / sizeof(int32_t));
     lp.feed_src = static_cast<const int*>(bound[static_cast<size_t>(loop->feedback_input)]->data);
     lp.tokens = reinterpret_cast<int*>(v.loop_tokens);
     lp.counter_src = static_cast<const int*>(bound[static_cast<size_t>(loop->counter_input)]->data);

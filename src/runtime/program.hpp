@@ -76,7 +76,9 @@ class Program {
   struct Variant;
   Variant& variant_for(const SymbolValues& values);
   void launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream);
-  void prepare_loop(Variant& v, const std::vector<void*>& slots, const std::vector<const TensorView*>& bound,
+  // Checks the loop's tensors, grows its buffers and uploads changed step slot tables; returns the bytes of one
+  // step's feedback tokens.
+  size_t prepare_loop(Variant& v, const std::vector<void*>& slots, const std::vector<const TensorView*>& bound,
                     const LoopRequest& loop, CUstream stream);
   void free_variant(Variant& v) noexcept;
   [[noreturn]] void raise_device_error(const Variant* v, unsigned int code);

@@ -34,16 +34,12 @@ class GenerationTest : public ::testing::Test {
 // The same decode done by hand with run_reference: prefill positions 0..P-2, then P-1.. with the argmax fed back.
 std::vector<int32_t> by_hand(const Model& m, const std::vector<int32_t>& prompt, int64_t batch, int64_t plen, int64_t steps) {
   const Graph& g = m.graph();
-  std::vector<HostBinding> bindings;
-  for (const ModelWeight& w : m.weights().weights()) bindings.push_back({w.tensor, TensorView{const_cast<void*>(w.data), w.dtype, w.shape, {}}});
-  std::vector<std::vector<uint8_t>> storage;
-  for (const TensorDesc& t : g.tensors()) {
-    if (t.kind != TensorKind::state && t.name != "logits") continue;
-    const auto shape = resolve_shape(t.type.shape, SymbolValues{batch});
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    storage.emplace_back(static_cast<size_t>(n) * dtype_size(t.type.dtype), 0);
-    bindings.push_back({g.find_tensor(t.name), TensorView{storage.back().data(), t.type.dtype, shape, {}}});
+  std::vector<HostBinding> bindings = m.weights().host_bindings();
+  const auto owned = m.request_tensors(batch);
+  std::vector<std::vector<uint8_t>> storage(owned.size());
+  for (size_t i = 0; i < owned.size(); ++i) {
+    storage[i].assign(owned[i].bytes, 0);
+    bindings.push_back({owned[i].tensor, TensorView{storage[i].data(), owned[i].dtype, owned[i].shape, {}}});
   }
   std::vector<int32_t> ids(static_cast<size_t>(batch)), pos(static_cast<size_t>(batch)), next(static_cast<size_t>(batch));
   bindings.push_back({m.input_ids(), TensorView{ids.data(), DType::i32, {batch}, {}}});

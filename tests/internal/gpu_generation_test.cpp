@@ -121,14 +121,10 @@ TEST(GpuGeneration, RunLoopLeavesTheSameStateAsSeparateRuns) {
   auto make_run = [&](int32_t first_pos) {
     Run run;
     run.bindings = base;
-    for (const TensorDesc& t : g.tensors()) {
-      if (t.kind != TensorKind::state && t.name != "logits") continue;
-      const auto shape = resolve_shape(t.type.shape, SymbolValues{batch});
-      int64_t n = 1;
-      for (int64_t d : shape) n *= d;
-      run.states.emplace_back(static_cast<size_t>(n) * dtype_size(t.type.dtype));
+    for (const Model::RequestTensor& t : m.request_tensors(batch)) {
+      run.states.emplace_back(t.bytes);
       run.states.back().fill(0);
-      run.bindings.push_back({g.find_tensor(t.name), TensorView{run.states.back().data(), t.type.dtype, shape, {}}});
+      run.bindings.push_back({t.tensor, TensorView{run.states.back().data(), t.dtype, t.shape, {}}});
     }
     for (TensorId id : {m.input_ids(), m.positions(), m.next_token()}) {
       run.states.emplace_back(batch * sizeof(int32_t));

@@ -63,11 +63,9 @@ TEST_F(ModelWeightsTest, LoadsFusesAndRunsTwoSteps) {
     EXPECT_EQ(at, it->bytes);
 
     // Two decode steps of a batch of 2 on the reference: the KV cache carries over, tokens stay in range.
-    std::vector<HostBinding> bindings;
+    std::vector<HostBinding> bindings = w.host_bindings();
     std::vector<std::vector<uint8_t>> storage;
     std::vector<std::vector<int32_t>> ints;
-    for (const ModelWeight& m : w.weights())
-      bindings.push_back({m.tensor, TensorView{const_cast<void*>(m.data), m.dtype, m.shape, {}}});
     ints.push_back({5, 17});
     ints.push_back({0, 3});
     ints.push_back({-1, -1});
