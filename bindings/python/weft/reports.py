@@ -1,0 +1,65 @@
+"""Plain-data results of weft calls."""
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileReport:
+    """weft_compile_report: what compiling a graph (or a model for one batch size) produced."""
+
+    num_tasks: int
+    num_events: int
+    num_queues: int
+    arena_bytes: int
+    cubin_bytes: int
+    total_ms: float
+    lower_ms: float  # 0 on a cache hit
+    compile_ms: float  # NVRTC + nvJitLink; 0 on a cache hit
+    cache_hit: bool
+    key: str  # the kernel cache key, 32 hex digits
+
+    @classmethod
+    def _from_c(cls, r):
+        return cls(r.num_tasks, r.num_events, r.num_queues, r.arena_bytes, r.cubin_bytes, r.total_ms, r.lower_ms,
+                   r.compile_ms, bool(r.cache_hit), r.key.decode())
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """weft_tensor_info: a graph tensor's name, kind, dtype and shape (ints and symbol names)."""
+
+    name: str
+    kind: "TensorKind"  # noqa: F821 (defined in graph.py; a string annotation avoids the cycle)
+    dtype: "DType"  # noqa: F821
+    shape: tuple
+    is_output: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    """weft_model_info: a loaded model's shape and what runs it."""
+
+    model_type: str
+    layers: int
+    hidden: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    max_batch: int
+    max_seq: int
+    backend: str  # "gpu" or "reference"
+    device: str
+    weight_bytes: int
+
+
+@dataclasses.dataclass
+class Generation:
+    """The result of Model.generate. tokens is [batch, steps] int32; logits [steps, batch, vocab] float32
+    when asked for; step_ms has one latency per step."""
+
+    tokens: object
+    step_ms: object
+    prefill_ms: float
+    decode_ms: float
+    logits: object = None
