@@ -251,7 +251,8 @@ extern "C" {
 
     pub fn weft_graph_create(context: *mut weft_context, name: *const c_char, out: *mut *mut G) -> weft_status;
     pub fn weft_graph_destroy(graph: *mut G);
-    pub fn weft_graph_declare_symbol(graph: *mut G, name: *const c_char, min_value: i64, max_value: i64) -> weft_status;
+    pub fn weft_graph_declare_symbol(graph: *mut G, name: *const c_char, min_value: i64, max_value: i64)
+        -> weft_status;
     pub fn weft_graph_add_tensor(
         graph: *mut G,
         kind: weft_tensor_kind,
@@ -284,10 +285,24 @@ extern "C" {
         name: *const c_char,
         out: *mut T,
     ) -> weft_status;
-    pub fn weft_op_layernorm(g: *mut G, x: T, weight: T, bias: T, eps: f32, name: *const c_char, out: *mut T)
-        -> weft_status;
-    pub fn weft_op_linear(g: *mut G, x: T, weight: T, bias: T, residual: T, name: *const c_char, out: *mut T)
-        -> weft_status;
+    pub fn weft_op_layernorm(
+        g: *mut G,
+        x: T,
+        weight: T,
+        bias: T,
+        eps: f32,
+        name: *const c_char,
+        out: *mut T,
+    ) -> weft_status;
+    pub fn weft_op_linear(
+        g: *mut G,
+        x: T,
+        weight: T,
+        bias: T,
+        residual: T,
+        name: *const c_char,
+        out: *mut T,
+    ) -> weft_status;
     pub fn weft_op_matmul(g: *mut G, a: T, b: T, name: *const c_char, out: *mut T) -> weft_status;
     pub fn weft_op_add(g: *mut G, a: T, b: T, name: *const c_char, out: *mut T) -> weft_status;
     pub fn weft_op_mul(g: *mut G, a: T, b: T, name: *const c_char, out: *mut T) -> weft_status;
@@ -334,8 +349,15 @@ extern "C" {
         name: *const c_char,
         out: *mut T,
     ) -> weft_status;
-    pub fn weft_op_slice(g: *mut G, x: T, axis: i32, start: i64, end: i64, name: *const c_char, out: *mut T)
-        -> weft_status;
+    pub fn weft_op_slice(
+        g: *mut G,
+        x: T,
+        axis: i32,
+        start: i64,
+        end: i64,
+        name: *const c_char,
+        out: *mut T,
+    ) -> weft_status;
     pub fn weft_op_concat(
         g: *mut G,
         inputs: *const T,

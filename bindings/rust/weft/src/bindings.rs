@@ -57,11 +57,19 @@ impl<'a> HostBindings<'a> {
         HostBindings { entries: Vec::new(), _borrows: PhantomData }
     }
 
-    fn push(&mut self, tensor: Tensor, data: *mut c_void, dtype: DType, len: usize, shape: &[i64], writable: bool) -> Result<&mut Self> {
+    fn push(
+        &mut self,
+        tensor: Tensor,
+        data: *mut c_void,
+        dtype: DType,
+        len: usize,
+        shape: &[i64],
+        writable: bool,
+    ) -> Result<&mut Self> {
         let n = element_count(shape)?;
         if n != len {
             return Err(Error::invalid(format!(
-                "binding of tensor {}: shape {shape:?} holds {n} elements but the slice has {len}",
+                "binding of tensor {:#x}: shape {shape:?} holds {n} elements but the slice has {len}",
                 tensor.raw()
             )));
         }

@@ -10,6 +10,7 @@ use crate::program::{CompileOptions, CompileReport};
 use crate::types::*;
 
 /// A weft context (weft_context). Graphs keep their context alive, so it may be dropped before them.
+#[derive(Debug)]
 pub struct Context {
     raw: NonNull<sys::weft_context>,
 }
@@ -38,6 +39,7 @@ impl Drop for Context {
 
 /// A tensor graph (weft_graph). Methods that modify it take `&mut self`; reading it (queries, reference runs,
 /// serialization) may happen from several threads at once, as weft.h allows.
+#[derive(Debug)]
 pub struct Graph {
     raw: NonNull<sys::weft_graph>,
 }
@@ -143,7 +145,14 @@ impl Graph {
             sys::weft_op_head_rmsnorm(g, x.raw(), weight.raw(), head_dim, eps, nm, out)
         })
     }
-    pub fn layernorm(&mut self, x: Tensor, weight: Tensor, bias: Option<Tensor>, eps: f32, name: &str) -> Result<Tensor> {
+    pub fn layernorm(
+        &mut self,
+        x: Tensor,
+        weight: Tensor,
+        bias: Option<Tensor>,
+        eps: f32,
+        name: &str,
+    ) -> Result<Tensor> {
         self.op_with(name, |g, nm, out| unsafe {
             sys::weft_op_layernorm(g, x.raw(), weight.raw(), Tensor::opt(bias), eps, nm, out)
         })

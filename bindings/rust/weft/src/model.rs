@@ -83,6 +83,7 @@ pub struct Generation {
 }
 
 /// A Hugging Face Llama / Qwen3 folder loaded for greedy generation (weft_model).
+#[derive(Debug)]
 pub struct Model {
     raw: NonNull<sys::weft_model>,
 }
@@ -164,7 +165,11 @@ impl Model {
         }
         if let Some(f) = req.forced_ids {
             if f.len() != batch * steps {
-                return Err(Error::invalid(format!("forced_ids holds {} tokens, batch * steps is {}", f.len(), batch * steps)));
+                return Err(Error::invalid(format!(
+                    "forced_ids holds {} tokens, batch * steps is {}",
+                    f.len(),
+                    batch * steps
+                )));
             }
         }
         let vocab = count("vocab", self.info()?.vocab)?;

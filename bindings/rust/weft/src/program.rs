@@ -89,7 +89,26 @@ impl Default for ProgramOptions {
     }
 }
 
+/// A CUDA stream (CUstream) to run on; `Stream::DEFAULT` is the legacy default stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stream(*mut c_void);
+
+impl Stream {
+    pub const DEFAULT: Stream = Stream(ptr::null_mut());
+
+    /// # Safety
+    /// `stream` must be a live CUstream of the program's context (or null) whenever it is used.
+    pub unsafe fn from_raw(stream: *mut c_void) -> Self {
+        Stream(stream)
+    }
+
+    pub fn as_raw(self) -> *mut c_void {
+        self.0
+    }
+}
+
 /// A graph compiled and loaded on a GPU (weft_program). Dropping it waits for its launches.
+#[derive(Debug)]
 pub struct Program {
     raw: NonNull<sys::weft_program>,
 }
@@ -123,20 +142,20 @@ impl Program {
         self.raw.as_ptr()
     }
 
-    /// Launches one run on `stream` (a CUstream; null for the legacy default stream). Asynchronous:
+    /// Launches one run on `stream`. Asynchronous:
     /// device-side failures come from `synchronize`.
     ///
     /// # Safety
     /// Every address in `bindings` must point to device memory of the program's context holding at least
     /// the bound shape's elements, and stay valid (and not be written by others) until the run completes.
-    pub unsafe fn run(&mut self, bindings: &DeviceBindings, stream: *mut c_void) -> Result<()> {
+    pub unsafe fn run(&mut self, bindings: &DeviceBindings, stream: Stream) -> Result<()> {
         let raw = bindings.to_c();
         let n = i32::try_from(raw.len()).map_err(|_| Error::invalid("too many bindings"))?;
-        check(sys::weft_program_run(self.raw.as_ptr(), raw.as_ptr(), n, stream))
+        check(sys::weft_program_run(self.raw.as_ptr(), raw.as_ptr(), n, stream.0))
     }
 
     /// Waits for `stream` and reports a device-side failure of an earlier run (DEADLOCK, INVALID_ARGUMENT).
-    pub fn synchronize(&mut self, stream: *mut c_void) -> Result<()> {
-        check(unsafe { sys::weft_program_synchronize(self.raw.as_ptr(), stream) })
+    pub fn synchronize(&mut self, stream: Stream) -> Result<()> {
+        check(unsafe { sys::weft_program_synchronize(self.raw.as_ptr(), stream.0) })
     }
 }

@@ -292,8 +292,15 @@ pub enum RopeStyle {
 pub enum RopeScaling {
     #[default]
     None,
-    Linear { factor: f64 },
-    Llama3 { factor: f64, low_freq_factor: f64, high_freq_factor: f64, original_max_position: i64 },
+    Linear {
+        factor: f64,
+    },
+    Llama3 {
+        factor: f64,
+        low_freq_factor: f64,
+        high_freq_factor: f64,
+        original_max_position: i64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

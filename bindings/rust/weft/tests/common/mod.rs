@@ -179,7 +179,8 @@ pub fn build_decoder(ctx: &Context) -> Result<Graph> {
     let v_cache = g.state("v_cache", bf, &dims!["batch", SEQ, KVH, HD])?;
 
     let rope = RopeOptions { head_dim: HD as i64, theta: THETA, ..Default::default() };
-    let attn_opts = AttentionOptions { num_q_heads: QH as i64, num_kv_heads: KVH as i64, head_dim: HD as i64, scale: 0.0 };
+    let attn_opts =
+        AttentionOptions { num_q_heads: QH as i64, num_kv_heads: KVH as i64, head_dim: HD as i64, scale: 0.0 };
     let xn = g.rmsnorm(x, attn_norm, EPS, "attn_in")?;
     let q_raw = g.linear(xn, wq, None, None, "q_raw")?;
     let k_raw = g.linear(xn, wk, None, None, "k_raw")?;
@@ -303,9 +304,8 @@ pub fn attention_row(q: &[f32], k_cache: &[f32], v_cache: &[f32], b: usize, pos:
     for h in 0..QH {
         let kvh = h / (QH / KVH);
         let at = |t: usize| ((b * SEQ + t) * KVH + kvh) * HD;
-        let scores: Vec<f32> = (0..=pos)
-            .map(|t| (0..HD).map(|i| q[h * HD + i] * k_cache[at(t) + i]).sum::<f32>() * scale)
-            .collect();
+        let scores: Vec<f32> =
+            (0..=pos).map(|t| (0..HD).map(|i| q[h * HD + i] * k_cache[at(t) + i]).sum::<f32>() * scale).collect();
         let m = scores.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
         let e: Vec<f32> = scores.iter().map(|s| (s - m).exp()).collect();
         let z: f32 = e.iter().sum();
