@@ -1,0 +1,3 @@
+module github.com/weft-project/weft/bindings/go
+
+go 1.19
