@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from .. import DType, TensorKind, WeftError
 from ..dtypes import dtype_of
+from . import fused
 from .meta import Unsupported, fake_of, symbol_of
 
 HANDLERS = {}
@@ -138,6 +139,12 @@ def _linear(L, node, fake):
     return L.g.linear(L.tensor(x), L.tensor(w), None if b is None else L.tensor(b))
 
 
+@lowers(fused.linear_residual)
+def _linear_residual(L, node, fake):
+    x, w, b, r = node.args
+    return L.g.linear(L.tensor(x), L.tensor(w), None if b is None else L.tensor(b), L.tensor(r))
+
+
 @lowers(operator.matmul, torch.matmul, torch.Tensor.matmul, torch.mm, torch.Tensor.mm, torch.bmm,
         torch.Tensor.bmm)
 def _matmul(L, node, fake):
@@ -239,6 +246,11 @@ def _silu(L, node, fake):
     if arg(node, 1, "inplace", False):
         raise Unsupported("in-place silu")
     return L.g.silu(L.tensor(node.args[0]))
+
+
+@lowers(fused.silu_mul)
+def _silu_mul(L, node, fake):
+    return L.g.silu_mul(L.tensor(node.args[0]), L.tensor(node.args[1]))
 
 
 @lowers(F.gelu)

@@ -8,12 +8,15 @@ thing.
   eps): weft has rmsnorm but neither rsqrt nor pow.
 - a @ w.t() / a @ w.T / torch.matmul(a, w.transpose(0, 1)) with a 2-D w becomes F.linear(a, w): weft has no
   transpose, and linear reads its weight as [N, K].
+- silu(g) * u and linear(x, w, b) + r (same shapes and dtypes) become fused.silu_mul / fused.linear_residual,
+  which weft runs as one op each (SwiGLU, and the residual add in linear's epilogue).
 """
 import operator
 
 import torch
 import torch.nn.functional as F
 
+from . import fused
 from .meta import fake_of
 
 
@@ -157,9 +160,55 @@ def rewrite_matmul_transpose(gm):
         _erase_chain(gm.graph, [node, bt])
 
 
+def _same_type(nodes, like):
+    """Every node is a tensor with exactly `like`'s shape and dtype (the fused weft ops do not broadcast)."""
+    fl = fake_of(like)
+    for n in nodes:
+        fn = fake_of(n)
+        if fn is None or fl is None or fn.dtype != fl.dtype or tuple(fn.shape) != tuple(fl.shape):
+            return False
+    return True
+
+
+def _fuse_binary(gm, binary_targets, producer_targets, build):
+    """Replaces binary(p, other) / binary(other, p), with p a single-use producer, by build(p, other)."""
+    for node in list(gm.graph.nodes):
+        if not _is(node, *binary_targets) or len(node.args) != 2 or node.kwargs:
+            continue
+        for p, other in ((node.args[0], node.args[1]), (node.args[1], node.args[0])):
+            if not _is(p, *producer_targets) or len(p.users) != 1 or not isinstance(other, torch.fx.Node):
+                continue
+            args = build(p, other, node)
+            if args is None:
+                continue
+            target, fused_args = args
+            with gm.graph.inserting_before(node):
+                new = gm.graph.call_function(target, fused_args)
+            new.meta = dict(node.meta)
+            node.replace_all_uses_with(new)
+            _erase_chain(gm.graph, [node, p])
+            break
+
+
+def _silu_mul(silu, up, node):
+    gate = silu.args[0] if silu.args else None
+    if _arg(silu, 1, "inplace", False) or not _same_type([gate, up], node):
+        return None
+    return fused.silu_mul, (gate, up)
+
+
+def _linear_residual(linear, residual, node):
+    x, w, b = _arg(linear, 0, "input"), _arg(linear, 1, "weight"), _arg(linear, 2, "bias")
+    if not _same_type([linear, residual], node):
+        return None
+    return fused.linear_residual, (x, w, b, residual)
+
+
 def normalize(gm):
     methods_to_functions(gm)
     rewrite_rmsnorm(gm)
     rewrite_matmul_transpose(gm)
+    _fuse_binary(gm, _MUL, (F.silu,), _silu_mul)
+    _fuse_binary(gm, _ADD, (F.linear,), _linear_residual)
     gm.graph.lint()
     gm.recompile()
