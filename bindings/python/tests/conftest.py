@@ -9,6 +9,7 @@ import pytest
 os.environ.setdefault("WEFT_CACHE_DIR", tempfile.mkdtemp(prefix="weft-pytest-cache-"))
 
 import weft  # noqa: E402
+from helpers import gpu_skip_reason  # noqa: E402
 
 
 def pytest_report_header(config):
@@ -21,20 +22,6 @@ def pytest_report_header(config):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
-
-
-def gpu_skip_reason():
-    """None when a GPU test can run, else why not (printed by pytest -rs)."""
-    reason = weft.cuda_unavailable_reason()
-    if reason:
-        return f"no CUDA device: {reason}"
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return None
 
 
 @pytest.fixture

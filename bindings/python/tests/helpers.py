@@ -143,3 +143,17 @@ def decoder_torch(v):
     h3 = r(act @ f["w_down"].T + h2)
     logits = r(rms(h3, f["final_norm"], DIM) @ f["lm_head"].T)
     return logits, kc, vc
+
+
+def gpu_skip_reason():
+    """None when a GPU test can run, else why not (printed by pytest -rs)."""
+    reason = weft.cuda_unavailable_reason()
+    if reason:
+        return f"no CUDA device: {reason}"
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device"
+    return None

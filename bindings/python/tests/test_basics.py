@@ -84,3 +84,12 @@ def test_dtype_spellings():
     assert weft.dtypes.to_dtype(np.float32) == weft.DType.F32
     assert weft.dtypes.to_dtype(np.dtype("int64")) == weft.DType.I64
     assert weft.dtypes.dtype_of(torch.float64) is None
+
+
+def test_example_runs():
+    example = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "mlp.py")
+    r = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "y = linear(a, w2, b2) -> [batch, 32] f32  [output]" in r.stdout
+    assert "reference: y [4, 32]" in r.stdout and "sm_90a megakernel:" in r.stdout
+    assert "weft_runs=1" in r.stdout
