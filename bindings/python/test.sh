@@ -39,8 +39,10 @@ mkdir -p "$stage"
 cp -R "$here/pyproject.toml" "$here/README.md" "$here/weft" "$stage/"
 "${pip[@]}" install --no-deps --no-build-isolation --force-reinstall "$stage"
 
-# From outside the source tree, so `import weft` is the installed package (with its entry point).
-cd "$venv"
+# The pytest script (not `python -m pytest`, which would put the source folder first on sys.path), so
+# `import weft` is the installed package, with its entry point. No caches or bytecode in the source tree.
 export WEFT_LIBRARY="$lib"
 export PYTHONDONTWRITEBYTECODE=1
-exec "$py" -m pytest -p no:cacheprovider -rs "$here/tests" "$@"
+echo "weft package: $(cd "$venv" && "$py" -c 'import os, weft; print(os.path.dirname(weft.__file__))'); libweft: $lib"
+cd "$here"
+exec "$venv/bin/pytest" -p no:cacheprovider -rs tests "$@"

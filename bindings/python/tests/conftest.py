@@ -14,7 +14,8 @@ from helpers import gpu_skip_reason  # noqa: E402
 
 def pytest_report_header(config):
     try:
-        return f"weft {weft.version()} from {weft.lib()._name}; CUDA: {weft.cuda_unavailable_reason() or 'available'}"
+        return (f"weft {weft.version()}: package {os.path.dirname(weft.__file__)}, library {weft.lib()._name}; "
+                f"CUDA: {weft.cuda_unavailable_reason() or 'available'}")
     except weft.LibraryNotFoundError as e:
         return f"libweft not loadable: {e.message}"
 

@@ -1,6 +1,8 @@
 """torch.compile(model, backend="weft") against eager: plain MLPs, each supported op family, a tiny HF Llama,
 and the ways it must fall back to eager without failing."""
 import importlib.metadata
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -65,6 +67,16 @@ def test_entry_point_names_the_backend():
     eps = [e for e in dist.entry_points if e.group == "torch_dynamo_backends"]
     assert [(e.name, e.value) for e in eps] == [("weft", "weft.torch:backend")]
     assert eps[0].load() is wt.backend
+    # A fresh process that never imports weft still compiles with backend="weft".
+    code = ("import sys, torch\n"
+            "m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.SiLU()).eval()\n"
+            "x = torch.randn(2, 8)\n"
+            "with torch.no_grad():\n"
+            "    d = (torch.compile(m, backend='weft')(x) - m(x)).abs().max().item()\n"
+            "print(d < 1e-5, sys.modules['weft.torch'].stats.weft_runs)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True", "1"]
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)])
