@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import weft
 from helpers import build_mlp
 
@@ -93,3 +95,18 @@ def test_example_runs():
     assert "y = linear(a, w2, b2) -> [batch, 32] f32  [output]" in r.stdout
     assert "reference: y [4, 32]" in r.stdout and "sm_90a megakernel:" in r.stdout
     assert "weft_runs=1" in r.stdout
+
+
+def test_tensor_views_are_zero_copy_and_mark_dense_memory():
+    import numpy as np
+    import torch
+
+    t = torch.arange(8, dtype=torch.float32).reshape(8, 1).t()  # [1, 8] with stride (1, 1): dense
+    arg = weft.as_tensor_arg(t)
+    assert arg.view.data == t.data_ptr() and arg.shape == (1, 8) and not arg.view.strides
+    a = np.zeros((4, 6), np.float32)[:, ::2]
+    arg = weft.as_tensor_arg(a)
+    assert arg.view.data == a.ctypes.data and [arg.view.strides[k] for k in range(2)] == [6, 2]
+    assert arg.dtype == weft.DType.F32 and arg.device == "cpu" and arg.writable
+    with pytest.raises(weft.InvalidArgumentError, match="layout"):
+        weft.as_tensor_arg(torch.eye(3).to_sparse())

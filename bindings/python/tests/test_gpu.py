@@ -61,6 +61,18 @@ def test_program_on_a_side_stream_and_other_array_protocols(gpu, rng):
     np.testing.assert_allclose(y.cpu().numpy(), expected, rtol=2e-3, atol=2e-3)
 
 
+def test_graph_run_picks_the_program_for_device_memory(gpu, rng):
+    g = build_mlp()
+    v = mlp_values(rng)
+    expected = g.run(v)["y"]  # host memory: the reference interpreter
+    assert isinstance(expected, np.ndarray)
+    y = g.run({k: torch.from_numpy(a).cuda() for k, a in v.items()})["y"]
+    torch.cuda.synchronize()
+    assert y.is_cuda
+    np.testing.assert_allclose(y.cpu().numpy(), expected, rtol=2e-3, atol=2e-3)
+    g.close()  # closes the cached program too
+
+
 def test_program_refuses_host_memory(gpu, rng):
     with weft.Program(build_mlp()) as p:
         with pytest.raises(weft.InvalidArgumentError, match="host memory"):

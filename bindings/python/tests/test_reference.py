@@ -37,6 +37,12 @@ def test_mlp_output_written_in_place_and_keys_by_tensor(rng):
     np.testing.assert_allclose(y, mlp_numpy(v), rtol=1e-4, atol=1e-5)
 
 
+def test_run_uses_the_reference_for_host_memory(rng):
+    g = build_mlp()
+    v = mlp_values(rng)
+    np.testing.assert_array_equal(g.run(v)["y"], g.run_reference(v)["y"])
+
+
 def test_mlp_torch_tensors_allocate_torch_outputs(rng):
     g = build_mlp()
     v = mlp_values(rng)

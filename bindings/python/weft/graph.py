@@ -118,6 +118,7 @@ class Graph(Handle):
         super().__init__(_ptr)
         self._generation = 0  # bumped on every change, so cached JSON-derived facts are refreshed
         self._io_cache = None
+        self._programs = {}  # device ordinal -> (generation, Program) for run() on device memory
 
     @classmethod
     def from_json(cls, text, context=None):
@@ -373,6 +374,31 @@ class Graph(Handle):
         run = prepare(self, bindings, named, device="cpu")
         check(lib().weft_graph_run_reference(self._h(), run.c_bindings, run.count))
         return run.outputs
+
+    def run(self, bindings=None, stream=None, **named):
+        """Runs where the memory is: host arrays on the CPU reference interpreter, device arrays (torch CUDA
+        tensors, __cuda_array_interface__ / CUDA DLPack objects) as a weft program, created on first use for
+        that device and kept until the graph changes or closes. `stream` as for Program.run. Returns
+        {output name: array}; a program run returns without waiting (see Program.synchronize)."""
+        from .program import Program
+        from .views import device_of
+
+        where = [device_of(v) for v in list((bindings or {}).values()) + list(named.values())]
+        if not where or any(kind != "cuda" for kind, _ in where):
+            return self.run_reference(bindings, **named)  # device memory among host memory is refused there
+        index = next((i for _, i in where if i is not None), -1)
+        cached = self._programs.get(index)
+        if cached is None or cached[0] != self._generation:
+            if cached is not None:
+                cached[1].close()
+            cached = self._programs[index] = (self._generation, Program(self, device=index))
+        return cached[1].run(bindings, stream=stream, **named)
+
+    def close(self):
+        for _, program in getattr(self, "_programs", {}).values():
+            program.close()
+        self._programs = {}
+        super().close()
 
     def compile(self, arch="sm_90a", num_sms=0, disable_cache=False):
         """Compiles the megakernel for every symbol at its maximum, without a GPU (weft_graph_compile)."""

@@ -33,30 +33,32 @@ class TensorArg:
         self.device_index = device_index
         self.writable = writable
         self.source = source
+        if strides is not None and _dense(self.shape, strides):
+            # NULL strides say "dense": weft's programs compare strides exactly, so a size-1 dim's arbitrary
+            # stride (which torch and DLPack allow in contiguous tensors) would otherwise be refused.
+            strides = None
         shape_arr = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
         strides_arr = None if strides is None else (ctypes.c_int64 * max(len(strides), 1))(*strides)
-        self.view = S.TensorView(data, int(dtype), len(self.shape), shape_arr,
-                                 strides_arr if strides_arr is not None else None)
+        self.view = S.TensorView(data, int(dtype), len(self.shape), shape_arr, strides_arr)
         self._keep = (shape_arr, strides_arr, source) + tuple(keep)
 
-    @property
-    def is_dense(self):
-        """Row-major without gaps: what programs need."""
-        strides = self.view.strides
-        if not strides:
-            return True
-        expected = 1
-        for k in range(len(self.shape) - 1, -1, -1):
-            if self.shape[k] != 1 and strides[k] != expected:
-                return False
-            expected *= self.shape[k]
-        return True
+
+def _dense(shape, strides):
+    """Row-major without gaps, ignoring the strides of size-1 dims (they never move)."""
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(list(strides))):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _from_torch(t, what):
     dtype = dtype_of(t.dtype)
     if dtype is None:
         raise invalid(f"{what}: torch dtype {t.dtype} is not supported; expected bf16, f16, f32, i32 or i64")
+    if t.layout is not sys.modules["torch"].strided:
+        raise invalid(f"{what}: torch tensor has layout {t.layout}; expected a strided (dense) tensor")
     if t.device.type not in ("cpu", "cuda"):
         raise invalid(f"{what}: torch tensor on device '{t.device}'; expected a cpu or cuda tensor")
     return TensorArg(t.data_ptr(), dtype, t.shape, t.stride(), t.device.type, t.device.index,
@@ -110,6 +112,23 @@ def _from_dlpack(obj, what, stream):
     strides = None if not view.strides else [view.strides[k] for k in range(view.rank)]
     return TensorArg(view.data, DType(view.dtype), shape, strides, device,
                      dl.device.device_id if device == "cuda" else None, True, obj, keep=(capsule,))
+
+
+def device_of(obj):
+    """("cpu" or "cuda", device index or None) of an array object without exporting it; ("cpu", None) for
+    anything that is not recognizably device memory."""
+    if isinstance(obj, TensorArg):
+        return obj.device, obj.device_index
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return obj.device.type, obj.device.index
+    if hasattr(obj, "__cuda_array_interface__"):
+        return "cuda", None
+    if hasattr(obj, "__dlpack_device__"):
+        kind, index = obj.__dlpack_device__()
+        if _DL_DEVICES.get(int(kind)) == "cuda":
+            return "cuda", int(index)
+    return "cpu", None
 
 
 def as_tensor_arg(obj, what="tensor", stream=None):

@@ -111,6 +111,11 @@ class Lowering:
         fake = fake_of(node)
         if fake is None:
             raise Unsupported(f"{node.name} does not produce one tensor")
+        for inp in node.all_input_nodes:
+            f = fake_of(inp)
+            if f is not None and f.device != fake.device:
+                # e.g. a cpu scalar tensor with cuda ones: one weft run sees one kind of memory
+                raise Unsupported(f"{node.name} mixes devices {f.device} and {fake.device}")
         try:
             t = handler(self, node, fake)
             info = t.info()

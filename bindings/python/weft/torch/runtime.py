@@ -83,9 +83,10 @@ class WeftPartition(torch.nn.Module):
     def forward(self, *args):
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         device = tensors[0].device if tensors else torch.device("cpu")
+        mixed = any(t.device != device for t in tensors)
         # weft computes values only: with autograd recording, the eager code keeps gradients right.
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-        if needs_grad or device.type not in ("cpu", "cuda") or device.type in self._off:
+        if needs_grad or mixed or device.type not in ("cpu", "cuda") or device.type in self._off:
             stats.eager_runs += 1
             return self.eager(*args)
         try:
