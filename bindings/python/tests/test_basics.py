@@ -110,3 +110,14 @@ def test_tensor_views_are_zero_copy_and_mark_dense_memory():
     assert arg.dtype == weft.DType.F32 and arg.device == "cpu" and arg.writable
     with pytest.raises(weft.InvalidArgumentError, match="layout"):
         weft.as_tensor_arg(torch.eye(3).to_sparse())
+
+
+def test_core_works_without_torch():
+    # torch is optional: blocking its import must leave graphs and reference runs working.
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import numpy as np, weft\n"
+            "g = weft.Graph('g'); x = g.input('x', 'f32', [3]); g.mark_output(g.silu(x), 'y')\n"
+            "print(g.run_reference(x=np.ones(3, np.float32))['y'].round(4).tolist())\n")
+    r = _python(code, WEFT_LIBRARY=weft.lib()._name)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[0.7311, 0.7311, 0.7311]"

@@ -28,9 +28,9 @@ class TensorInfo:
     """weft_tensor_info: a graph tensor's name, kind, dtype and shape (ints and symbol names)."""
 
     name: str
-    kind: "TensorKind"  # noqa: F821 (defined in graph.py; a string annotation avoids the cycle)
-    dtype: "DType"  # noqa: F821
-    shape: tuple
+    kind: int  # a graph.TensorKind
+    dtype: int  # a dtypes.DType
+    shape: tuple  # ints (sizes) and strs (symbol names)
     is_output: bool
 
 

@@ -9,7 +9,7 @@ import operator
 import torch
 import torch.nn.functional as F
 
-from .. import DType, TensorKind, WeftError
+from .. import TensorKind, WeftError
 from ..dtypes import dtype_of
 from . import fused
 from .meta import Unsupported, fake_of, symbol_of
@@ -57,6 +57,8 @@ class Lowering:
     def dims(self, shape):
         out = []
         for d in shape:
+            if not isinstance(d, int) and getattr(d.node.expr, "is_number", False):
+                d = int(d.node.expr)  # a SymInt that Dynamo already knows the value of
             if isinstance(d, int):
                 if d < 1:
                     raise Unsupported(f"dim of size {d}; weft dims are >= 1")
@@ -120,8 +122,12 @@ class Lowering:
             t = handler(self, node, fake)
             info = t.info()
             expected = (self.dtype(fake.dtype), tuple(self.dims(fake.shape)))
+        except Unsupported:
+            raise
         except WeftError as e:
             raise Unsupported(f"{node.name}: weft refused it: {e}") from e
+        except Exception as e:  # noqa: BLE001 (an argument form no handler expected: the node stays eager)
+            raise Unsupported(f"{node.name}: {type(e).__name__}: {e}") from e
         if (info.dtype, info.shape) != expected:
             raise Unsupported(f"{node.name}: weft gives {info.dtype.short} {list(info.shape)}, torch "
                               f"{expected[0].short} {list(expected[1])}")
@@ -266,9 +272,14 @@ def _gelu(L, node, fake):
 
 # ---- normalization, softmax, reductions ----
 
+def _normalized_shape(node):
+    shape = arg(node, 1, "normalized_shape")
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
 @lowers(F.rms_norm, torch.rms_norm)
 def _rms_norm(L, node, fake):
-    x, shape = arg(node, 0, "input"), arg(node, 1, "normalized_shape")
+    x, shape = arg(node, 0, "input"), _normalized_shape(node)
     w, eps = arg(node, 2, "weight"), arg(node, 3, "eps")
     fx = fake_of(x)
     if len(shape) != 1 or shape[0] != fx.shape[-1]:
@@ -280,7 +291,7 @@ def _rms_norm(L, node, fake):
 
 @lowers(F.layer_norm, torch.layer_norm)
 def _layer_norm(L, node, fake):
-    x, shape = arg(node, 0, "input"), arg(node, 1, "normalized_shape")
+    x, shape = arg(node, 0, "input"), _normalized_shape(node)
     w, b, eps = arg(node, 2, "weight"), arg(node, 3, "bias"), arg(node, 4, "eps", 1e-5)
     fx = fake_of(x)
     if len(shape) != 1 or shape[0] != fx.shape[-1]:
@@ -437,8 +448,8 @@ def _getitem(L, node, fake):
     return _reshape_to(L, t, fake)
 
 
-# Used by the partitioner: how a node's result relates to math.
 def is_compute(node):
+    """Whether a node does arithmetic: the partitioner keeps only partitions with such a node."""
     return node.op == "call_function" and node.target in HANDLERS and node.target not in DATA_MOVEMENT
 
 
