@@ -13,8 +13,6 @@ Shapes are given in weft's row-major order. A Julia array (column-major) binds w
 """
 module Weft
 
-using Libdl
-
 include("LibWeft.jl")
 using .LibWeft
 const L = LibWeft
@@ -61,8 +59,9 @@ end
 
 # A string for weft; "" or nothing gives NULL where `optional` (weft then picks a name).
 function cstr(s, optional::Bool=true)
-    (s === nothing || (optional && isempty(s))) && return Cstring(C_NULL)
-    s = String(s)
+    s === nothing && return Cstring(C_NULL)
+    s = string(s)
+    optional && isempty(s) && return Cstring(C_NULL)
     occursin('\0', s) && invalid("string $(repr(s)) contains a NUL byte")
     return s
 end
