@@ -7,7 +7,7 @@ import os
 
 import torch
 
-from .. import Graph, Program, TensorKind, WeftError
+from .. import Graph, Program, Status, TensorKind, WeftError
 from .. import _structs as S
 from .._lib import check, lib
 from ..dtypes import torch_dtype
@@ -70,6 +70,8 @@ class WeftPartition(torch.nn.Module):
             if t.id not in marked:
                 self.graph.mark_output(t)
                 info = t.info()
+                if any(isinstance(d, str) and d not in self._symbol_reads for d in info.shape):
+                    raise Unsupported(f"result {node} has a size no input tensor shows")
                 marked[t.id] = ("out", t.id, torch_dtype(info.dtype), info.shape)
             self._plan.append(marked[t.id])
         self._const_values = [(t.id, value) for t, value in L.constants]
@@ -92,9 +94,11 @@ class WeftPartition(torch.nn.Module):
         try:
             out = self._run(args, device)
         except WeftError as e:
-            # Never crash a compiled model: this partition runs eagerly on this device type from now on.
+            # Never crash a compiled model. Arguments weft refuses (a size outside a symbol's range) cost only
+            # this call; anything else (an op the device cannot run) turns weft off for this device type.
             log.warning("weft partition %s falls back to eager on %s: %s", self.name, device.type, e)
-            self._off.add(device.type)
+            if e.status != Status.INVALID_ARGUMENT:
+                self._off.add(device.type)
             stats.fallbacks += 1
             stats.eager_runs += 1
             return self.eager(*args)

@@ -9,7 +9,7 @@ class Stats:
     rejected_partitions: int = 0  # partitions weft could not build (run eagerly)
     weft_runs: int = 0  # partition calls that ran on weft
     eager_runs: int = 0  # partition calls that ran their eager code instead
-    fallbacks: int = 0  # partitions switched to eager after weft failed to run them
+    fallbacks: int = 0  # partition calls weft failed to run (eager ran them; see WeftPartition.forward)
 
     def reset(self):
         for f in dataclasses.fields(self):
