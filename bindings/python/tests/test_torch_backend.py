@@ -113,6 +113,7 @@ OPS = {
     "matmul_operator": lambda x: x @ W,
     "matmul_transposed_weight": lambda x: torch.matmul(x, W.t()) * 0.5,
     "bmm": lambda x: torch.bmm(x.view(2, 4, 16), x.view(2, 16, 4)),
+    "addmm": lambda x: torch.addmm(W[4], x, W),
     "mul_sub_div_neg": lambda x: -(x * 3.0 - x / 4.0) - 1,
     "silu_mul": lambda x: F.silu(x) * (x + 2),
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),

@@ -166,6 +166,16 @@ def _matmul(L, node, fake):
     return L.g.matmul(L.tensor(a), L.tensor(b))
 
 
+@lowers(torch.addmm, torch.Tensor.addmm)
+def _addmm(L, node, fake):
+    """bias + a @ b (GPT-2's Conv1D), only with beta = alpha = 1."""
+    _only_kwargs(node, ("beta", "alpha"))
+    if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 3:
+        raise Unsupported("addmm with scaling")
+    bias, a, b = node.args
+    return L.g.add(L.g.matmul(L.tensor(a), L.tensor(b)), L.tensor(bias, fake.dtype))
+
+
 # ---- elementwise ----
 
 def _binary_operands(L, node, fake):
