@@ -155,6 +155,7 @@ fn handles_drop_in_any_order_and_dead_handles_are_reported() {
         let mut g = std::ptr::null_mut();
         assert_eq!(sys::weft_graph_create(c, std::ptr::null(), &mut g), sys::WEFT_OK);
         sys::weft_graph_destroy(g);
+        sys::weft_graph_destroy(g); // a second destroy of a tracked, dead handle is a no-op
         assert_eq!(sys::weft_graph_validate(g), sys::WEFT_ERROR_INVALID_HANDLE);
         let mut out = 0u64;
         let name = c"x";
@@ -168,6 +169,7 @@ fn handles_drop_in_any_order_and_dead_handles_are_reported() {
             &mut out,
         );
         assert_eq!(s, sys::WEFT_ERROR_INVALID_HANDLE);
+        sys::weft_context_destroy(c);
         sys::weft_context_destroy(c);
         let mut g2 = std::ptr::null_mut();
         assert_eq!(sys::weft_graph_create(c, std::ptr::null(), &mut g2), sys::WEFT_ERROR_INVALID_HANDLE);
