@@ -87,6 +87,8 @@ func TestSymbolOutOfRangeAndMissingBinding(t *testing.T) {
 	d := mlpData(batch, weft.DTypeF32, 3)
 	b := mlpBindings(t, m, d, []int64{int64(batch), mlpK}, nil)
 	expectErr(t, m.g.RunReference(b), weft.ErrInvalidArgument, "'y'", "not bound")
+	ok(b.Float32(m.x, d[0], int64(batch), mlpK))
+	expectErr(t, m.g.RunReference(b), weft.ErrInvalidArgument, "'x'", "bound twice")
 	b = mlpBindings(t, m, d, []int64{int64(batch), mlpK}, make([]float32, batch*mlpN))
 	expectErr(t, m.g.RunReference(b), weft.ErrInvalidArgument, "batch", "[1, 8]")
 }

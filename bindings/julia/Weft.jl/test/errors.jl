@@ -38,6 +38,8 @@ end
     expect_error(() -> run_reference(m.g, bindings(zeros(Float32, 2 * (K + 1)), (2, K + 1), zeros(Float32, 2N))),
         INVALID, "'x'", "65")
     expect_error(() -> run_reference(m.g, bindings(d[1], shapes[1], nothing)), INVALID, "'y'", "not bound")
+    expect_error(() -> run_reference(m.g, bind!(bindings(d[1], shapes[1], nothing), m.x, d[1], shapes[1])),
+        INVALID, "'x'", "bound twice")
     expect_error(() -> run_reference(m.g, bindings(zeros(Float32, 9K), (9, K), zeros(Float32, 9N))),
         INVALID, "batch", "[1, 8]")
     # Checked here before weft sees the memory.

@@ -68,6 +68,10 @@ fn symbol_outside_its_range_and_missing_binding_are_errors() {
     b.read(m.w2, &d[3], &[N as i64, HIDDEN as i64]).unwrap();
     b.read(m.b2, &d[4], &[N as i64]).unwrap();
     expect_err(m.graph.run_reference(&b), Status::InvalidArgument, &["y"]); // y is not bound
+    let mut twice = HostBindings::new();
+    twice.read(m.x, &d[0], &[batch as i64, K as i64]).unwrap();
+    twice.read(m.x, &d[0], &[batch as i64, K as i64]).unwrap();
+    expect_err(m.graph.run_reference(&twice), Status::InvalidArgument, &["'x'", "bound twice"]);
     b.write(m.y, &mut y, &[batch as i64, N as i64]).unwrap();
     expect_err(m.graph.run_reference(&b), Status::InvalidArgument, &["batch"]);
 }
