@@ -60,13 +60,14 @@ std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t
        "    const int* __restrict__ notifies, const int* __restrict__ queue_offsets,\n"
        "    const int* __restrict__ queue_tasks, unsigned int* events, const __grid_constant__ weft_slot_table slots,\n"
        "    unsigned int epoch, long long timeout_cycles, unsigned int* error, unsigned int* error_info,\n"
-       "    const __grid_constant__ weft_loop loop) {\n"
+       "    const __grid_constant__ weft_loop loop, unsigned long long* trace, unsigned int tuning) {\n"
        "  extern __shared__ __align__(16) char smem[];\n"
        "  weft_env env;\n"
        "  env.slots = slots.p;\n"
        "  env.error = error;\n"
        "  env.error_info = error_info;\n"
        "  env.task_index = -1;\n"
+       "  env.tuning = tuning;\n"
        "  const int steps = loop.steps > 0 ? loop.steps : 1;\n"
        "  if (loop.steps > 0 && blockIdx.x == 0) {\n"
        "    for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x) loop.tokens[i] = loop.feed_src[i];\n"
@@ -88,10 +89,28 @@ std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t
        "      const int ti = queue_tasks[k];\n"
        "      const weft_task* t = &tasks[ti];\n"
        "      env.task_index = ti;\n"
-       "      for (int w = 0; w < t->wait_count; ++w) {\n"
-       "        const weft_wait wt = waits[t->wait_begin + w];\n"
-       "        if (!weft_event_wait(&events[wt.event], wt.count * e, timeout_cycles, &env, wt.event)) return;\n"
+       "      // The next task's descriptor into L1 now: reading it is a chain of dependent loads otherwise.\n"
+       "      if (threadIdx.x == 0 && k + 1 < end) {\n"
+       "        const char* nx = (const char*)&tasks[queue_tasks[k + 1]];\n"
+       "        asm volatile(\"prefetch.global.L1 [%0];\" ::\"l\"(nx));\n"
+       "        asm volatile(\"prefetch.global.L1 [%0];\" ::\"l\"(nx + 128));\n"
+       "        asm volatile(\"prefetch.global.L1 [%0];\" ::\"l\"(nx + sizeof(weft_task) - 1));\n"
        "      }\n"
+       ;
+  if (dev_ops.count(WEFT_DEV_OP_LINEAR))
+    s << "      // The weights of a linear tile depend on no event: start streaming them before the wait.\n"
+         "      const bool early = t->op == WEFT_DEV_OP_LINEAR && !(tuning & WEFT_TUNE_LATE_STREAM);\n"
+         "      if (early) weft_dev_linear_prefetch(&t->args, &env, smem);\n";
+  s <<        "      // Trace record of queue entry k of this step: wait start, run start, end (global ns), SM, and the SM\n"
+       "      // clock at run start and end (their ratio to the ns is the clock the task ran at).\n"
+       "      unsigned long long* rec = trace ? trace + ((size_t)step * queue_offsets[gridDim.x] + k) * 6 : 0;\n"
+       "      if (rec && threadIdx.x == 0) { rec[0] = weft_global_ns(); rec[3] = weft_sm_id(); }\n"
+       "      if (t->wait_count > 0 && !weft_wait_all(waits + t->wait_begin, t->wait_count, events, e, timeout_cycles, &env))\n"
+       "        return;\n"
+       "      if (rec && threadIdx.x == 0) { rec[1] = weft_global_ns(); rec[4] = clock64(); }\n"       ;
+  if (dev_ops.count(WEFT_DEV_OP_LINEAR))
+    s << "      if (t->op == WEFT_DEV_OP_LINEAR && !early) weft_dev_linear_prefetch(&t->args, &env, smem);\n";
+  s << 
        "      switch (t->op) {\n";
   for (int32_t op : dev_ops)
     s << "        case " << dev_op_enum(op) << ": " << dev_op_function(op) << "(&t->args, &env, smem); break;\n";
@@ -99,7 +118,8 @@ std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t
        "          if (threadIdx.x == 0) weft_dev_record_error(&env, WEFT_DEV_ERR_BAD_TASK, (unsigned int)t->op, 0u, 0u);\n"
        "          return;\n"
        "      }\n"
-       "      for (int n = 0; n < t->notify_count; ++n) weft_event_notify(&events[notifies[t->notify_begin + n]]);\n"
+       "      if (rec) { __syncthreads(); if (threadIdx.x == 0) { rec[2] = weft_global_ns(); rec[5] = clock64(); } }\n"
+       "      if (t->notify_count > 0) weft_notify_all(events, notifies + t->notify_begin, t->notify_count);\n"
        "    }\n"
        "  }\n"
        "}\n";

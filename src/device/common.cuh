@@ -107,10 +107,24 @@ __device__ __forceinline__ void store_vec(T* p, const float (&v)[Vec<T>::N]) {
 template <typename T, typename Fn>
 __device__ __forceinline__ void visit_row(const T* p, i64 n, int t, int nt, Fn fn) {
   constexpr int N = Vec<T>::N;
+  constexpr int kInFlight = 8;  // loads issued before the first is used: a long row is latency-bound otherwise
   i64 done = 0;
   if (aligned16(p)) {
     const i64 nv = n / N;
-    for (i64 v = t; v < nv; v += nt) {
+    i64 v = t;
+    for (; v + (kInFlight - 1) * static_cast<i64>(nt) < nv; v += kInFlight * static_cast<i64>(nt)) {
+      uint4 raw[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) raw[u] = *reinterpret_cast<const uint4*>(p + (v + u * static_cast<i64>(nt)) * N);
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        float x[N];
+        unpack_vec<T>(raw[u], x);
+#pragma unroll
+        for (int k = 0; k < N; ++k) fn((v + u * static_cast<i64>(nt)) * N + k, x[k]);
+      }
+    }
+    for (; v < nv; v += nt) {
       float x[N];
       load_vec(p + v * N, x);
 #pragma unroll

@@ -2,6 +2,7 @@
 // at build time into relocatable device code that nvJitLink links with each generated megakernel.
 #include "weft_device.h"  // first: the definitions below must match these declarations
 
+#include "trace.cuh"
 #include "sync.cuh"
 
 #include "ops_attention.cuh"

@@ -1,6 +1,7 @@
 // linear (x · Wᵀ + bias + residual) and matmul (batched a · b), accumulating in f32.
 //
-// Two paths:
+// Three paths:
+//  - Streamed GEMV (gemv_stream.cuh): up to 8 rows, K a multiple of 256 (bf16), the decode case.
 //  - GEMV (linear with at most kGemvMaxRows rows in the tile: the decode case). One warp per output column:
 //    the weight row streams through 16-byte loads, kGemvUnroll of them in flight per lane (a persistent
 //    block has only 8 warps to cover memory latency), against up to kGemvRows x rows staged in shared
@@ -11,6 +12,7 @@
 #define WEFT_DEVICE_OPS_LINEAR_CUH
 
 #include "common.cuh"
+#include "gemv_stream.cuh"
 
 namespace weft_dev {
 
@@ -25,16 +27,28 @@ static_assert((kTileK * (kTileLdA + kTileLdB)) * 4 <= WEFT_SMEM_BYTES, "GEMM til
 
 // ---- GEMV ----
 
+// A 16-byte load of weights: no kernel writes them, so the non-coherent path is safe; they are read once per
+// step, so they skip L1, and the L2 hint fetches the whole 256-byte sector group a warp is about to read.
+// They are also evicted from L2 first (see l2_evict_first_policy).
+__device__ __forceinline__ uint4 load_weight16(const void* p, u64 policy) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p), "l"(policy));
+  return r;
+}
+
 // Dot products of weight row wr with `rows` rows of xs (row stride k); every lane of the warp gets all sums.
 // vec: wr and xs are 16-byte aligned and k * sizeof(T) is a multiple of 16.
-template <typename T>
-__device__ __forceinline__ void gemv_column(const T* xs, const T* wr, i64 k, int rows, bool vec,
-                                            float (&acc)[kGemvRows]) {
+// R (1, 2, 4 or 8) bounds `rows` at compile time: a decode row needs one accumulator and one reduction, not 8.
+template <typename T, int R>
+__device__ __forceinline__ void gemv_column(const T* xs, const T* wr, i64 k, int rows, bool vec, float (&acc)[R]) {
   constexpr int N = Vec<T>::N;
 #pragma unroll
-  for (int r = 0; r < kGemvRows; ++r) acc[r] = 0.0f;
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   i64 done = 0;
   if (vec) {
+    const u64 policy = l2_evict_first_policy();
     const i64 nv = k / N;
     for (i64 v0 = lane(); v0 < nv; v0 += WEFT_WARP_THREADS * kGemvUnroll) {
       // Issue every weight load of this step before using any.
@@ -42,7 +56,7 @@ __device__ __forceinline__ void gemv_column(const T* xs, const T* wr, i64 k, int
 #pragma unroll
       for (int u = 0; u < kGemvUnroll; ++u) {
         const i64 v = v0 + static_cast<i64>(u) * WEFT_WARP_THREADS;
-        raw[u] = v < nv ? *reinterpret_cast<const uint4*>(wr + v * N) : make_uint4(0u, 0u, 0u, 0u);
+        raw[u] = v < nv ? load_weight16(wr + v * N, policy) : make_uint4(0u, 0u, 0u, 0u);
       }
 #pragma unroll
       for (int u = 0; u < kGemvUnroll; ++u) {
@@ -51,7 +65,7 @@ __device__ __forceinline__ void gemv_column(const T* xs, const T* wr, i64 k, int
         float wv[N];
         unpack_vec<T>(raw[u], wv);
 #pragma unroll
-        for (int r = 0; r < kGemvRows; ++r) {
+        for (int r = 0; r < R; ++r) {
           if (r < rows) {
             float xv[N];
             load_vec(xs + r * k + v * N, xv);
@@ -66,11 +80,32 @@ __device__ __forceinline__ void gemv_column(const T* xs, const T* wr, i64 k, int
   for (i64 j = done + lane(); j < k; j += WEFT_WARP_THREADS) {
     const float wv = to_f(wr[j]);
 #pragma unroll
-    for (int r = 0; r < kGemvRows; ++r)
+    for (int r = 0; r < R; ++r)
       if (r < rows) acc[r] = fmaf(to_f(xs[r * k + j]), wv, acc[r]);
   }
 #pragma unroll
-  for (int r = 0; r < kGemvRows; ++r) acc[r] = warp_sum(acc[r]);
+  for (int r = 0; r < R; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+// The tile's columns for x rows [r0, r0 + rows), rows <= R; one warp per column.
+template <typename T, int R>
+__device__ __forceinline__ void gemv_columns(const weft_task_args* a, const T* xs, const T* w, const T* bias,
+                                             const T* res, T* o, i64 k, i64 n_dim, i64 r0, int rows, bool vec) {
+  for (i64 n = a->col0 + warp(); n < a->col1; n += WEFT_BLOCK_WARPS) {
+    float acc[R];
+    gemv_column<T, R>(xs, w + n * k, k, rows, vec, acc);
+    // Lane r writes row r.
+    float mine = 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (lane() == r) mine = acc[r];
+    if (lane() < rows) {
+      const i64 row = r0 + lane();
+      if (bias != nullptr) mine += to_f(bias[n]);
+      if (res != nullptr) mine += to_f(res[row * n_dim + n]);
+      o[row * n_dim + n] = from_f<T>(mine);
+    }
+  }
 }
 
 template <typename T>
@@ -92,21 +127,10 @@ __device__ void linear_gemv(const weft_task_args* a, const T* x, const T* w, con
       xs = reinterpret_cast<const T*>(smem);
     }
     const bool vec = w_vec && aligned16(xs);
-    for (i64 n = a->col0 + warp(); n < a->col1; n += WEFT_BLOCK_WARPS) {
-      float acc[kGemvRows];
-      gemv_column(xs, w + n * k, k, rows, vec, acc);
-      // Lane r writes row r.
-      float mine = 0.0f;
-#pragma unroll
-      for (int r = 0; r < kGemvRows; ++r)
-        if (lane() == r) mine = acc[r];
-      if (lane() < rows) {
-        const i64 row = r0 + lane();
-        if (bias != nullptr) mine += to_f(bias[n]);
-        if (res != nullptr) mine += to_f(res[row * n_dim + n]);
-        o[row * n_dim + n] = from_f<T>(mine);
-      }
-    }
+    if (rows == 1) gemv_columns<T, 1>(a, xs, w, bias, res, o, k, n_dim, r0, rows, vec);
+    else if (rows == 2) gemv_columns<T, 2>(a, xs, w, bias, res, o, k, n_dim, r0, rows, vec);
+    else if (rows <= 4) gemv_columns<T, 4>(a, xs, w, bias, res, o, k, n_dim, r0, rows, vec);
+    else gemv_columns<T, kGemvRows>(a, xs, w, bias, res, o, k, n_dim, r0, rows, vec);
   }
 }
 
@@ -201,6 +225,24 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
   T* o = out_ptr<T>(a, env);
   const i64 k = a->d[0], n_dim = a->d[1];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
+  const GemvStream st = gemv_stream_plan<T>(a, w);
+  if (st.units > 0) {  // weft_dev_linear_prefetch has started the stream
+    const i64 rows = a->row1 - a->row0;
+    T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
+    copy_bytes(xs, x + a->row0 * k, rows * k * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
+               WEFT_BLOCK_THREADS);
+    __syncthreads();
+    auto out = [&](i64 row, i64 n, float v) {
+      if (bias != nullptr) v += to_f(bias[n]);
+      if (res != nullptr) v += to_f(res[row * n_dim + n]);
+      o[row * n_dim + n] = from_f<T>(v);
+    };
+    if (rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
+    else if (rows == 2) gemv_stream_run<T, 2>(a, w, st, xs, smem, out);
+    else if (rows <= 4) gemv_stream_run<T, 4>(a, w, st, xs, smem, out);
+    else gemv_stream_run<T, kGemvStreamRows>(a, w, st, xs, smem, out);
+    return;
+  }
   if (a->row1 - a->row0 <= kGemvMaxRows) {
     linear_gemv<T>(a, x, w, bias, res, o, k, n_dim, smem);
     return;
@@ -230,6 +272,11 @@ __device__ void matmul_impl(const weft_task_args* a, const weft_env* env, char* 
 // out = (x · w) + bias + residual, summed in that order in f32, rounded once.
 extern "C" __device__ void weft_dev_linear(const weft_task_args* a, const weft_env* env, char* smem) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::linear_impl, a, env, smem);
+}
+
+// Before the task's waits (see weft_device.h): the first stages of a streamed GEMV tile, if it takes that path.
+extern "C" __device__ void weft_dev_linear_prefetch(const weft_task_args* a, const weft_env* env, char* smem) {
+  WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::gemv_stream_prologue, a, env, smem);
 }
 
 // MATMUL: in a [B, M, K], b [B, K, N] or [K, N]. R = B*M, C = N. d0=M, d1=K, d2=N, d3=1 if b is batched.

@@ -39,40 +39,55 @@ extern "C" __device__ bool weft_dev_error_raised(const weft_env* env) {
   return err.load(cuda::memory_order_relaxed) != WEFT_DEV_OK;
 }
 
-// Called by every thread of the block. Waits until *counter >= target, comparing as a signed difference so
-// that monotonic counters may wrap around 2^32. Returns true when the event is reached; false when the wait
-// ran longer than timeout_cycles (clock64 cycles; <= 0 waits forever), which records WEFT_DEV_ERR_DEADLOCK
-// (error_info: [1]=event, [2]=target, [3]=the last counter value seen), or when another block has already
-// recorded an error (then nothing is recorded: the first error is the one to report). On false the caller
-// must not run the task; it should stop.
+// Spins (one thread) until *counter >= target, comparing as a signed difference so that monotonic counters may
+// wrap around 2^32. Returns true when the event is reached; false when the wait ran longer than timeout_cycles
+// (clock64 cycles; <= 0 waits forever), which records WEFT_DEV_ERR_DEADLOCK (error_info: [1]=event, [2]=target,
+// [3]=the last counter value seen), or when another block has already recorded an error (then nothing is
+// recorded: the first error is the one to report).
+__device__ __forceinline__ bool weft_poll_event(unsigned int* counter, unsigned int target, long long timeout_cycles,
+                                                const weft_env* env, int event) {
+  weft_device_atomic_u32 c(*counter);
+  unsigned int seen = c.load(cuda::memory_order_acquire);
+  if (static_cast<int>(seen - target) >= 0) return true;
+  const long long start = clock64();
+  unsigned int sleep_ns = 16;
+  const unsigned int cap = env && (env->tuning & WEFT_TUNE_SLOW_POLL) ? 2048u
+                           : env && (env->tuning & WEFT_TUNE_FAST_POLL) ? 32u : 256u;
+  for (unsigned int spin = 1;; ++spin) {
+    // Backing off leaves the memory system to the producers; a cap of 256 ns keeps the wake-up latency
+    // small next to a decode task (a few microseconds).
+    __nanosleep(sleep_ns);
+    if (sleep_ns < cap) sleep_ns *= 2u;
+    seen = c.load(cuda::memory_order_acquire);
+    if (static_cast<int>(seen - target) >= 0) return true;
+    if (timeout_cycles > 0 && clock64() - start > timeout_cycles) {
+      weft_dev_record_error(env, WEFT_DEV_ERR_DEADLOCK, static_cast<unsigned int>(event), target, seen);
+      return false;
+    }
+    if ((spin & 63u) == 0u && weft_dev_error_raised(env)) return false;
+  }
+}
+
+// Called by every thread of the block: thread 0 waits for *counter >= target (see weft_poll_event). On false
+// the caller must not run the task; it should stop.
 extern "C" __device__ bool weft_event_wait(unsigned int* counter, unsigned int target, long long timeout_cycles,
                                            const weft_env* env, int event) {
-  int failed = 0;
-  if (threadIdx.x == 0) {
-    weft_device_atomic_u32 c(*counter);
-    unsigned int seen = c.load(cuda::memory_order_acquire);
-    if (static_cast<int>(seen - target) < 0) {
-      const long long start = clock64();
-      unsigned int sleep_ns = 32;
-      for (unsigned int spin = 1;; ++spin) {
-        // Backing off leaves the memory system to the producers; 1 us keeps the wake-up latency small.
-        __nanosleep(sleep_ns);
-        if (sleep_ns < 1024u) sleep_ns *= 2u;
-        seen = c.load(cuda::memory_order_acquire);
-        if (static_cast<int>(seen - target) >= 0) break;
-        if (timeout_cycles > 0 && clock64() - start > timeout_cycles) {
-          weft_dev_record_error(env, WEFT_DEV_ERR_DEADLOCK, static_cast<unsigned int>(event), target, seen);
-          failed = 1;
-          break;
-        }
-        if ((spin & 63u) == 0u && weft_dev_error_raised(env)) {
-          failed = 1;
-          break;
-        }
-      }
-    }
-  }
+  const int failed = threadIdx.x == 0 && !weft_poll_event(counter, target, timeout_cycles, env, event);
   // Also the barrier that hands thread 0's acquire on to the whole block.
+  return __syncthreads_or(failed) == 0;
+}
+
+// Called by every thread of the block: waits for all `count` waits of a task at once, thread i polling wait i,
+// so that a task with several inputs pays one round trip to L2, not one per input. Same result as
+// weft_event_wait on each in turn.
+extern "C" __device__ bool weft_wait_all(const weft_wait* waits, int count, unsigned int* events, unsigned int epoch,
+                                         long long timeout_cycles, const weft_env* env) {
+  int failed = 0;
+  for (int w = threadIdx.x; w < count; w += blockDim.x) {
+    const weft_wait wt = waits[w];
+    if (!weft_poll_event(&events[wt.event], wt.count * epoch, timeout_cycles, env, wt.event)) failed = 1;
+  }
+  // The barrier hands each polling thread's acquire on to the whole block.
   return __syncthreads_or(failed) == 0;
 }
 
@@ -81,6 +96,16 @@ extern "C" __device__ void weft_event_notify(unsigned int* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
     weft_device_atomic_u32 c(*counter);
+    c.fetch_add(1u, cuda::memory_order_release);
+  }
+}
+
+// Called by every thread of the block after it wrote the task's output: adds 1 to each of the task's `count`
+// event counters, thread i releasing counter i (the barrier first orders every thread's writes before them).
+extern "C" __device__ void weft_notify_all(unsigned int* events, const int* notifies, int count) {
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) < count) {
+    weft_device_atomic_u32 c(events[notifies[threadIdx.x]]);
     c.fetch_add(1u, cuda::memory_order_release);
   }
 }

@@ -61,7 +61,13 @@ struct weft_env {
   unsigned int* error;    // first device error code (WEFT_DEV_ERR_*), 0 if none
   unsigned int* error_info;  // [0] task index, [1..3] op-specific details of the first error
   int task_index;         // index of the running task (for error reports)
+  unsigned int tuning;    // WEFT_TUNE_* bits ($WEFT_TUNE): switches for measuring alternatives side by side
 };
+
+// Tuning switches (weft_env::tuning), for A/B measurements; 0 is the default behaviour.
+#define WEFT_TUNE_LATE_STREAM 1u   // start a linear tile's weight stream after its wait, not before
+#define WEFT_TUNE_SLOW_POLL 2u     // back off up to 2 us between polls of an event (default 256 ns)
+#define WEFT_TUNE_FAST_POLL 4u     // back off up to 32 ns
 
 // Multi-step mode: the kernel runs its queues `steps` times in one launch, step s with epoch (epoch + s) and
 // the slot table step_slots[s * num_slots ...], so that a few tensors move per step while the rest stay put:

@@ -13,6 +13,14 @@ extern "C" {
 __device__ bool weft_event_wait(unsigned int* counter, unsigned int target, long long timeout_cycles,
                                 const weft_env* env, int event);
 __device__ void weft_event_notify(unsigned int* counter);
+// All waits of a task at once (thread i polls waits[i]); all notifies at once.
+__device__ bool weft_wait_all(const weft_wait* waits, int count, unsigned int* events, unsigned int epoch,
+                              long long timeout_cycles, const weft_env* env);
+__device__ void weft_notify_all(unsigned int* events, const int* notifies, int count);
+
+// The trace's clock and SM id (trace.cuh).
+__device__ unsigned long long weft_global_ns();
+__device__ unsigned int weft_sm_id();
 
 // Records the first device error (WEFT_DEV_ERR_*): error_info[0] = env->task_index, [1..3] = info1..3.
 __device__ void weft_dev_record_error(const weft_env* env, unsigned int code, unsigned int info1, unsigned int info2,
@@ -25,6 +33,10 @@ __device__ bool weft_dev_error_raised(const weft_env* env);
 #define WEFT_DECLARE_DEV_OP(E, f) __device__ void weft_dev_##f(const weft_task_args* a, const weft_env* env, char* smem);
 WEFT_DEV_OP_LIST(WEFT_DECLARE_DEV_OP)
 #undef WEFT_DECLARE_DEV_OP
+
+// Starts streaming a LINEAR task's weights into shared memory (ops_linear.cuh). The kernel calls it, with all
+// threads, before the task's waits; weft_dev_linear then expects it to have run for the same task.
+__device__ void weft_dev_linear_prefetch(const weft_task_args* a, const weft_env* env, char* smem);
 
 }  // extern "C"
 

@@ -16,6 +16,9 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t m) { return ceil_div(a, m) * m; }
 
+// x rows up to which a linear is a decode GEMV (the device's streamed path takes up to 8).
+constexpr int64_t kDecodeRows = 8;
+
 Region whole(const View2D& v) { return Region{0, v.rows, 0, v.cols}; }
 
 // ---- grids ----
@@ -95,7 +98,13 @@ void head_rmsnorm_args(const LowerCtx& c, weft_task_args& a) {
   a.d[1] = c.attr_int("head_dim");
 }
 
-TileGrid linear_grid(const LowerCtx& c) { return column_grid(c, 8, 8, 64); }
+// Decode-sized x (a few rows): one tile of whole weight rows per SM, so every block streams its share of the
+// weights in one go (each extra tile per block costs a pipeline fill). Larger x: tiles for the GEMM path.
+TileGrid linear_grid(const LowerCtx& c) {
+  const View2D v = c.out_view();
+  if (v.rows <= kDecodeRows) return TileGrid{v.rows, v.cols, v.rows, std::max<int64_t>(8, ceil_div(v.cols, c.options().num_sms))};
+  return column_grid(c, 8, 8, 64);
+}
 std::vector<Region> linear_reads(const LowerCtx& c, size_t k, const Region& t) {
   if (k == 0) return same_rows(c, k, t);
   if (k == 3) return {t};  // residual: exactly the tile

@@ -6,9 +6,11 @@
 
 #include "codegen/kernel_source.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "device/config.cuh"
 #include "reference/buffer.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/trace_export.hpp"
 
 namespace weft {
 
@@ -25,6 +27,8 @@ struct Program::Variant {
   size_t loop_tokens_bytes = 0, loop_counters_bytes = 0, loop_slots_bytes = 0;
   std::vector<void*> loop_slots_uploaded;  // what loop_slots holds
   CUevent loop_done = nullptr;             // recorded after the last multi-step launch
+  CUdeviceptr trace = 0;  // WEFT_TRACE records, grown on demand
+  size_t trace_bytes = 0;
   CUevent done = nullptr;  // recorded after the last launch
   bool launched = false;
 };
@@ -69,6 +73,8 @@ Program::Program(std::shared_ptr<DeviceContext> device, Graph graph, const Progr
   // clock64 counts SM cycles; at the peak clock this many cycles is the watchdog bound (slower clocks only
   // make the real bound longer).
   timeout_cycles_ = static_cast<long long>(watchdog_ms(options_.watchdog_ms)) * device_->clock_khz();
+  if (const char* trace = std::getenv("WEFT_TRACE")) trace_path_ = trace;
+  if (const char* tune = std::getenv("WEFT_TUNE")) tuning_ = static_cast<unsigned int>(std::strtoul(tune, nullptr, 0));
   DeviceContext::Scope scope(*device_);
   const DriverApi& d = driver();
   void* host = nullptr;
@@ -82,6 +88,7 @@ Program::Program(std::shared_ptr<DeviceContext> device, Graph graph, const Progr
 Program::~Program() {
   try {
     DeviceContext::Scope scope(*device_);
+    write_trace();
     for (auto& [values, v] : variants_) free_variant(*v);
     if (error_host_) driver().mem_free_host(error_host_);
   } catch (...) {
@@ -100,7 +107,7 @@ void Program::free_variant(Variant& v) noexcept {
     d.event_destroy(v.loop_done);
   }
   for (CUdeviceptr p : {v.tasks, v.waits, v.notifies, v.queue_offsets, v.queue_tasks, v.events, v.arena, v.loop_tokens,
-                        v.loop_counters, v.loop_slots})
+                        v.loop_counters, v.loop_slots, v.trace})
     if (p) d.mem_free(p);
   if (v.module) d.module_unload(v.module);
 }
@@ -266,25 +273,55 @@ void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest*
   unsigned int epoch = v.epoch + 1;
   long long timeout = timeout_cycles_;
   CUdeviceptr error = error_dev_, error_info = error_dev_ + sizeof(unsigned int);
+  const int32_t steps = loop ? loop->steps : 1;
+  const size_t trace_bytes = static_cast<size_t>(steps) * v.compiled.tables.queue_tasks.size() * kTraceRecordWords * sizeof(uint64_t);
+  CUdeviceptr trace = 0;
+  if (!trace_path_.empty()) {
+    // The records are read back at destruction, so tracing adds no wait per launch (except when they grow).
+    if (trace_bytes > v.trace_bytes) check_cu(d.event_synchronize(v.done), "cuEventSynchronize (WEFT_TRACE)");
+    v.trace = grow(v.trace, v.trace_bytes, trace_bytes, "trace records");
+    check_cu(d.memset_d8_async(v.trace, 0, trace_bytes, stream), "cuMemsetD8Async (trace records)");
+    trace = v.trace;
+  }
+  unsigned int tuning = tuning_;
   void* params[] = {&v.tasks, &v.waits, &v.notifies, &v.queue_offsets, &v.queue_tasks, &v.events,
-                    slots.data(), &epoch, &timeout, &error, &error_info, &lp};
+                    slots.data(), &epoch, &timeout, &error, &error_info, &lp, &trace, &tuning};
   check_cu(d.launch_kernel(v.function, static_cast<unsigned>(v.compiled.tables.num_queues()), 1, 1, WEFT_BLOCK_THREADS, 1, 1,
                            WEFT_SMEM_BYTES, stream, params, nullptr),
            "cuLaunchKernel (megakernel of graph '" + graph_.name() + "')");
-  v.epoch += loop ? static_cast<unsigned int>(loop->steps) : 1u;
+  v.epoch += static_cast<unsigned int>(steps);
   if (loop) {
-    v.barriers += static_cast<unsigned int>(loop->steps);
-    const size_t steps = static_cast<size_t>(loop->steps);
+    v.barriers += static_cast<unsigned int>(steps);
+    const size_t passes = static_cast<size_t>(steps);
     if (loop->history)
-      check_cu(d.memcpy_dtod_async(loop->history, v.loop_tokens + n_bytes, steps * n_bytes, stream), "cuMemcpyDtoDAsync (loop history)");
+      check_cu(d.memcpy_dtod_async(loop->history, v.loop_tokens + n_bytes, passes * n_bytes, stream), "cuMemcpyDtoDAsync (loop history)");
     const auto out_ptr = reinterpret_cast<CUdeviceptr>(bound[static_cast<size_t>(loop->feedback_output)]->data);
-    check_cu(d.memcpy_dtod_async(out_ptr, v.loop_tokens + steps * n_bytes, n_bytes, stream), "cuMemcpyDtoDAsync (loop output)");
+    check_cu(d.memcpy_dtod_async(out_ptr, v.loop_tokens + passes * n_bytes, n_bytes, stream), "cuMemcpyDtoDAsync (loop output)");
     if (!v.loop_done) check_cu(d.event_create(&v.loop_done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     check_cu(d.event_record(v.loop_done, stream), "cuEventRecord");
   }
   check_cu(d.event_record(v.done, stream), "cuEventRecord");
   v.launched = true;
   last_ = &v;
+  if (trace) {
+    traced_ = &v;
+    traced_steps_ = steps;
+  }
+}
+
+void Program::write_trace() noexcept {
+  if (!traced_) return;
+  try {
+    const DriverApi& d = driver();
+    Variant& v = *traced_;
+    const size_t bytes = static_cast<size_t>(traced_steps_) * v.compiled.tables.queue_tasks.size() * kTraceRecordWords * sizeof(uint64_t);
+    std::vector<uint64_t> records(bytes / sizeof(uint64_t));
+    check_cu(d.event_synchronize(v.done), "cuEventSynchronize (WEFT_TRACE)");
+    check_cu(d.memcpy_dtoh(records.data(), v.trace, bytes), "cuMemcpyDtoH (trace records)");
+    write_chrome_trace(trace_path_, graph_, v.compiled.tables, traced_steps_, records);
+  } catch (const std::exception& e) {
+    log_warning(std::string("WEFT_TRACE: ") + e.what());
+  }
 }
 
 void Program::synchronize(CUstream stream) {

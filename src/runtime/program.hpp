@@ -88,6 +88,11 @@ class Program {
   ProgramOptions options_;
   std::unique_ptr<cache::KernelCache> cache_;
   long long timeout_cycles_ = 0;
+  unsigned int tuning_ = 0;  // $WEFT_TUNE (weft_env::tuning)
+  std::string trace_path_;  // $WEFT_TRACE: every launch records its trace; the last one is written at destruction
+  Variant* traced_ = nullptr;  // the variant of the last traced launch, and its step count
+  int32_t traced_steps_ = 0;
+  void write_trace() noexcept;
   std::map<SymbolValues, std::unique_ptr<Variant>> variants_;
   Variant* last_ = nullptr;
   unsigned int* error_host_ = nullptr;  // mapped pinned memory: [0] code, [1..4] info

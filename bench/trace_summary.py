@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Summarizes a WEFT_TRACE file (Chrome trace JSON of one megakernel launch): where the time of a step goes.
+
+Per op kind (tensor names with the layer number folded, e.g. model.layers.*.mlp.down_proj), over all blocks:
+tasks, busy time (sum of task spans), wait time, and the op's span (first start to last end of one instance,
+averaged over instances). Then the launch's span, how busy the blocks were, and the gaps between ops.
+
+    python3 bench/trace_summary.py trace.json [--step N]
+"""
+import argparse
+import collections
+import json
+import re
+import statistics
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace")
+    ap.add_argument("--step", type=int, default=None, help="only this step of a multi-step launch")
+    args = ap.parse_args()
+    events = [e for e in json.load(open(args.trace))["traceEvents"] if e.get("ph") == "X"]
+    if args.step is not None:
+        events = [e for e in events if e["args"]["step"] == args.step]
+    tasks = [e for e in events if e["cat"] != "wait"]
+    waits = [e for e in events if e["cat"] == "wait"]
+    if not tasks:
+        raise SystemExit("no task records in " + args.trace)
+    blocks = len({e["tid"] for e in tasks})
+    t0 = min(e["ts"] for e in events)
+    t1 = max(e["ts"] + e["dur"] for e in events)
+    span = t1 - t0
+
+    def kind(name):  # the layer number folded: model.layers.3.mlp -> model.layers.*.mlp, l3.qkv -> l*.qkv
+        return re.sub(r"(^|\.)l?\d+\.", lambda m: m.group(0).rstrip(".").rstrip("0123456789") + "*.", name)
+
+    mhz = collections.defaultdict(list)
+    busy = collections.defaultdict(float)
+    count = collections.Counter()
+    op_of = {}
+    inst = collections.defaultdict(lambda: [float("inf"), 0.0])  # exact name -> [first start, last end]
+    for e in tasks:
+        k = kind(e["name"])
+        busy[k] += e["dur"]
+        count[k] += 1
+        op_of[k] = e["cat"].replace("weft_dev_", "")
+        if e["args"].get("mhz"):
+            mhz[k].append(e["args"]["mhz"])
+        iv = inst[(e["args"]["step"], e["name"])]
+        iv[0] = min(iv[0], e["ts"])
+        iv[1] = max(iv[1], e["ts"] + e["dur"])
+    wait_by_kind = collections.defaultdict(float)
+    task_kind = {(e["args"]["step"], e["args"]["task"]): kind(e["name"]) for e in tasks}
+    for e in waits:
+        wait_by_kind[task_kind.get((e["args"]["step"], e["args"]["task"]), "?")] += e["dur"]
+    spans = collections.defaultdict(list)
+    for (step, name), (a, b) in inst.items():
+        spans[kind(name)].append(b - a)
+    order = sorted(busy, key=lambda k: -busy[k])
+    print(f"launch span {span:.1f} us over {blocks} blocks; busy {sum(busy.values()) / (blocks * span) * 100:.1f}% "
+          f"of block time, waiting {sum(wait_by_kind.values()) / (blocks * span) * 100:.1f}%")
+    print(f"{'op kind':56} {'op':18} {'tasks':>6} {'busy us':>9} {'wait us':>9} {'span us/inst':>12} {'n':>4} {'MHz':>6}")
+    for k in order:
+        print(f"{k[:56]:56} {op_of[k]:18} {count[k]:6d} {busy[k]:9.1f} {wait_by_kind[k]:9.1f} "
+              f"{statistics.mean(spans[k]):12.2f} {len(spans[k]):4d} {statistics.median(mhz[k]) if mhz[k] else 0:6.0f}")
+    # Sum over op instances of their spans vs the launch: > 1 means ops overlap, < 1 means gaps between them.
+    total_inst = sum(b - a for a, b in inst.values())
+    print(f"sum of op-instance spans {total_inst:.1f} us = {total_inst / span:.2f} x the launch span")
+
+
+if __name__ == "__main__":
+    main()

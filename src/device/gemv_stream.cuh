@@ -1,0 +1,181 @@
+// The streamed GEMV of decode-sized linear tiles: every warp streams its own contiguous run of weight rows
+// through a ring of cp.async stages in shared memory (kGemvStages deep, 8 KiB per warp, 64 KiB per block in
+// flight), so that the block keeps enough bytes in flight to run at HBM bandwidth and a row boundary never
+// drains the pipe. The first stages are issued before the task waits for its input (weights depend on no
+// event): the weights stream in while the producer of x finishes.
+//
+// Each lane reads back only the 16-byte units it copied itself, so no barrier guards the ring: cp.async's
+// wait_group makes a thread's own copies visible to it.
+#ifndef WEFT_DEVICE_GEMV_STREAM_CUH
+#define WEFT_DEVICE_GEMV_STREAM_CUH
+
+#include "common.cuh"
+
+namespace weft_dev {
+
+constexpr int kGemvStages = 4;
+constexpr int kGemvMaxUnits = 4;  // 16-byte units per lane and stage
+constexpr int kGemvMaxStageBytes = WEFT_WARP_THREADS * 16 * kGemvMaxUnits;
+constexpr int kGemvRingBytes = WEFT_BLOCK_WARPS * kGemvStages * kGemvMaxStageBytes;  // 64 KiB
+constexpr int kGemvStreamRows = 8;  // x rows a streamed tile may have (one accumulator each)
+static_assert(kGemvRingBytes < WEFT_SMEM_BYTES, "the GEMV ring must leave room for x");
+
+// What one warp streams: weight rows [n0, n1) of the tile, each `spr` stages of `units` 16-byte units per lane.
+struct GemvStream {
+  int units;     // 0: the tile does not take the streamed path; else 1, 2 or 4
+  i64 n0, n1;    // this warp's output columns (= weight rows)
+  i64 spr;       // stages per weight row
+};
+
+// The streamed path needs rows of whole stages (K * sizeof(T) a multiple of 512 bytes: K % 256 == 0 for bf16),
+// 16-byte aligned weights, at most kGemvStreamRows x rows, and room for all of them next to the ring. A stage
+// is as large as the row allows, up to 4 units per lane (2 KiB per warp), to spread the stage's bookkeeping
+// over more bytes.
+template <typename T>
+__device__ __forceinline__ GemvStream gemv_stream_plan(const weft_task_args* a, const T* w) {
+  GemvStream s{0, 0, 0, 0};
+  const i64 k = a->d[0], row_bytes = k * static_cast<i64>(sizeof(T)), rows = a->row1 - a->row0;
+  constexpr i64 unit_row = WEFT_WARP_THREADS * 16;
+  if (k <= 0 || row_bytes % unit_row != 0 || !aligned16(w) || rows < 1 || rows > kGemvStreamRows ||
+      rows * row_bytes > WEFT_SMEM_BYTES - kGemvRingBytes)
+    return s;
+  s.units = row_bytes % (4 * unit_row) == 0 ? 4 : row_bytes % (2 * unit_row) == 0 ? 2 : 1;
+  // Columns split evenly over the warps, the first (n % warps) warps taking one more.
+  const i64 n = a->col1 - a->col0, per = n / WEFT_BLOCK_WARPS, extra = n % WEFT_BLOCK_WARPS, wi = warp();
+  s.n0 = a->col0 + wi * per + (wi < extra ? wi : extra);
+  s.n1 = s.n0 + per + (wi < extra ? 1 : 0);
+  s.spr = row_bytes / (unit_row * s.units);
+  return s;
+}
+
+// An L2 policy that evicts these lines first. A decode step streams every weight once (gigabytes through a
+// 50 MB L2): without it they push out what is reused within the step — activations, the KV cache, the task
+// tables and event counters — and every small op on the critical path pays HBM latency for them.
+__device__ __forceinline__ u64 l2_evict_first_policy() {
+  u64 policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+__device__ __forceinline__ void cp_async16(unsigned int smem_dst, const void* gmem_src, u64 policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_dst), "l"(gmem_src),
+               "l"(policy)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// The ring of this warp: slot i of stage s at ring + (s % kGemvStages) * kGemvMaxStageBytes + (i * 32 + lane) * 16
+// (the warp's 16-byte units side by side, so the copies and the reads back are both conflict-free).
+__device__ __forceinline__ char* gemv_ring(char* smem) { return smem + warp() * kGemvStages * kGemvMaxStageBytes; }
+
+// Walks a warp's stream one stage at a time without divisions: stage (row, part) of weight row n0 + row.
+struct GemvCursor {
+  i64 row = 0, part = 0;
+  __device__ __forceinline__ void next(i64 spr) {
+    if (++part == spr) {
+      part = 0;
+      ++row;
+    }
+  }
+};
+
+// Issues the stage at cursor c into ring slot `slot` (or nothing past the end), then commits a group: empty
+// groups too, since wait_group counts groups and every stage must be one.
+template <typename T, int U>
+__device__ __forceinline__ void gemv_issue(char* ring, int slot, const T* w, const GemvStream& st, i64 k,
+                                           const GemvCursor& c) {
+  if (st.n0 + c.row < st.n1) {
+    const char* src = reinterpret_cast<const char*>(w + (st.n0 + c.row) * k) + c.part * (U * 512) + lane() * 16;
+    const unsigned int dst = static_cast<unsigned int>(__cvta_generic_to_shared(ring + slot * kGemvMaxStageBytes)) + lane() * 16;
+    const u64 policy = l2_evict_first_policy();
+#pragma unroll
+    for (int i = 0; i < U; ++i) cp_async16(dst + i * 512, src + i * 512, policy);
+  }
+  cp_async_commit();
+}
+
+template <typename T, int U>
+__device__ __forceinline__ void gemv_prologue_units(const weft_task_args* a, const T* w, const GemvStream& st,
+                                                    char* smem) {
+  char* ring = gemv_ring(smem);
+  GemvCursor c;
+  for (int s = 0; s < kGemvStages - 1; ++s) {
+    gemv_issue<T, U>(ring, s, w, st, a->d[0], c);
+    c.next(st.spr);
+  }
+}
+
+// Before the task's wait: the first kGemvStages - 1 stages.
+template <typename T>
+__device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  const T* w = in_ptr<T>(a, env, 1);
+  const GemvStream st = gemv_stream_plan<T>(a, w);
+  if (st.units == 4) gemv_prologue_units<T, 4>(a, w, st, smem);
+  else if (st.units == 2) gemv_prologue_units<T, 2>(a, w, st, smem);
+  else if (st.units == 1) gemv_prologue_units<T, 1>(a, w, st, smem);
+}
+
+// After the wait, with x rows staged in shared memory at xs: consumes the stream. out(row, n, acc) stores one
+// result. R >= the tile's x rows.
+template <typename T, int R, int U, typename Out>
+__device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const T* w, const GemvStream& st,
+                                                  const T* xs, char* smem, Out out) {
+  constexpr int N = Vec<T>::N;
+  const i64 k = a->d[0];
+  const int rows = static_cast<int>(a->row1 - a->row0);
+  char* ring = gemv_ring(smem);
+  GemvCursor issue, use;
+  for (int s = 0; s < kGemvStages - 1; ++s) issue.next(st.spr);  // the prologue's stages
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  int slot = 0;
+  while (st.n0 + use.row < st.n1) {
+    gemv_issue<T, U>(ring, (slot + kGemvStages - 1) % kGemvStages, w, st, k, issue);
+    issue.next(st.spr);
+    cp_async_wait<kGemvStages - 1>();
+    const char* mine = ring + slot * kGemvMaxStageBytes + lane() * 16;
+    const T* xc = xs + use.part * (U * 512 / static_cast<i64>(sizeof(T))) + lane() * N;
+#pragma unroll
+    for (int i = 0; i < U; ++i) {
+      float wv[N];
+      unpack_vec<T>(*reinterpret_cast<const uint4*>(mine + i * 512), wv);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r < rows) {
+          float xv[N];
+          load_vec(xc + r * k + i * (512 / static_cast<i64>(sizeof(T))), xv);
+#pragma unroll
+          for (int e = 0; e < N; ++e) acc[r] = fmaf(xv[e], wv[e], acc[r]);
+        }
+      }
+    }
+    slot = slot + 1 == kGemvStages ? 0 : slot + 1;
+    if (use.part + 1 == st.spr) {  // a weight row is done: its dot products, lane r storing row r
+      float res = 0.0f;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float v = warp_sum(acc[r]);
+        if (lane() == r) res = v;
+        acc[r] = 0.0f;
+      }
+      if (lane() < rows) out(a->row0 + lane(), st.n0 + use.row, res);
+    }
+    use.next(st.spr);
+  }
+  cp_async_wait<0>();  // nothing of this task is left in flight when the next one reuses the ring
+}
+
+template <typename T, int R, typename Out>
+__device__ __forceinline__ void gemv_stream_run(const weft_task_args* a, const T* w, const GemvStream& st,
+                                                const T* xs, char* smem, Out out) {
+  if (st.units == 4) gemv_stream_units<T, R, 4>(a, w, st, xs, smem, out);
+  else if (st.units == 2) gemv_stream_units<T, R, 2>(a, w, st, xs, smem, out);
+  else gemv_stream_units<T, R, 1>(a, w, st, xs, smem, out);
+}
+
+}  // namespace weft_dev
+
+#endif  // WEFT_DEVICE_GEMV_STREAM_CUH

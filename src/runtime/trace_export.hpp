@@ -1,0 +1,25 @@
+// The per-task timestamp trace of a megakernel launch (WEFT_TRACE=path), as Chrome trace JSON (chrome://tracing,
+// ui.perfetto.dev): one track per block, a span per task named after the tensor it writes, and a "wait" span
+// before it while it waited for its inputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "schedule/task_tables.hpp"
+
+namespace weft {
+
+// Values per queue entry and step, as the kernel writes them: wait start, run start, end (global-timer ns), the SM,
+// and the SM clock (clock64) at run start and end.
+inline constexpr size_t kTraceRecordWords = 6;
+
+// `records` holds kTraceRecordWords per queue entry and step. Entries never reached (a launch that failed) are
+// zero and left out.
+// Throws weft::Error (Status::invalid_argument) when the file cannot be written.
+void write_chrome_trace(const std::string& path, const Graph& graph, const TaskTables& tables, int32_t steps,
+                        const std::vector<uint64_t>& records);
+
+}  // namespace weft
