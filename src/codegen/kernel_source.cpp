@@ -53,8 +53,8 @@ std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t
        "  weft_event_notify(loop.barrier);\n"
        "  return weft_event_wait(loop.barrier, n * gridDim.x, timeout_cycles, env, -1);\n"
        "}\n\n"
-       "// Two blocks per SM: caps registers so that two megakernels (two programs, two streams) fit side by side.\n"
-       "extern \"C\" __global__ void __launch_bounds__(WEFT_BLOCK_THREADS, 2)\n"
+       "// One block per SM: all of its registers (WEFT_MAX_REGISTERS) and shared memory (WEFT_SMEM_BYTES).\n"
+       "extern \"C\" __global__ void __launch_bounds__(WEFT_BLOCK_THREADS, WEFT_MIN_BLOCKS_PER_SM)\n"
     << kMegakernelName
     << "(const weft_task* __restrict__ tasks, const weft_wait* __restrict__ waits,\n"
        "    const int* __restrict__ notifies, const int* __restrict__ queue_offsets,\n"
@@ -96,21 +96,18 @@ std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t
        "        asm volatile(\"prefetch.global.L1 [%0];\" ::\"l\"(nx + 128));\n"
        "        asm volatile(\"prefetch.global.L1 [%0];\" ::\"l\"(nx + sizeof(weft_task) - 1));\n"
        "      }\n"
-       ;
-  if (dev_ops.count(WEFT_DEV_OP_LINEAR))
-    s << "      // The weights of a linear tile depend on no event: start streaming them before the wait.\n"
-         "      const bool early = t->op == WEFT_DEV_OP_LINEAR && !(tuning & WEFT_TUNE_LATE_STREAM);\n"
-         "      if (early) weft_dev_linear_prefetch(&t->args, &env, smem);\n";
-  s <<        "      // Trace record of queue entry k of this step: wait start, run start, end (global ns), SM, and the SM\n"
+       "      // What the task reads that no event guards (weights, earlier steps' KV rows) is requested first.\n"
+       "      const bool early = !(tuning & WEFT_TUNE_LATE_PREFETCH);\n"
+       "      if (early) weft_dev_prefetch(t->op, &t->args, &env, smem);\n"
+       "      // Trace record of queue entry k of this step: wait start, run start, end (global ns), SM, and the SM\n"
        "      // clock at run start and end (their ratio to the ns is the clock the task ran at).\n"
        "      unsigned long long* rec = trace ? trace + ((size_t)step * queue_offsets[gridDim.x] + k) * 6 : 0;\n"
        "      if (rec && threadIdx.x == 0) { rec[0] = weft_global_ns(); rec[3] = weft_sm_id(); }\n"
        "      if (t->wait_count > 0 && !weft_wait_all(waits + t->wait_begin, t->wait_count, events, e, timeout_cycles, &env))\n"
        "        return;\n"
-       "      if (rec && threadIdx.x == 0) { rec[1] = weft_global_ns(); rec[4] = clock64(); }\n"       ;
-  if (dev_ops.count(WEFT_DEV_OP_LINEAR))
-    s << "      if (t->op == WEFT_DEV_OP_LINEAR && !early) weft_dev_linear_prefetch(&t->args, &env, smem);\n";
-  s << 
+       "      if (rec && threadIdx.x == 0) { rec[1] = weft_global_ns(); rec[4] = clock64(); }\n"
+       "      if (!early) weft_dev_prefetch(t->op, &t->args, &env, smem);\n"
+
        "      switch (t->op) {\n";
   for (int32_t op : dev_ops)
     s << "        case " << dev_op_enum(op) << ": " << dev_op_function(op) << "(&t->args, &env, smem); break;\n";

@@ -11,10 +11,13 @@
 #define WEFT_BLOCK_WARPS (WEFT_BLOCK_THREADS / WEFT_WARP_THREADS)
 
 // Registers per thread the device library is compiled for (nvcc -maxrregcount, read by CMakeLists.txt):
-// 65536 / (256 threads * 2 blocks), so that a kernel with __launch_bounds__(WEFT_BLOCK_THREADS,
+// 65536 / (256 threads * 1 block), so that a kernel with __launch_bounds__(WEFT_BLOCK_THREADS,
 // WEFT_MIN_BLOCKS_PER_SM) links (nvJitLink refuses callees that need more registers than the kernel may use).
-#define WEFT_MIN_BLOCKS_PER_SM 2
-#define WEFT_MAX_REGISTERS 128
+// One block per SM (its shared memory alone allows no second one): a cap of 128 made attention, argmax and the
+// GEMV spill to local memory (ncu: 1.9 million spill requests per Llama-1B decode step), and every spill
+// is a memory round trip on the critical path.
+#define WEFT_MIN_BLOCKS_PER_SM 1
+#define WEFT_MAX_REGISTERS 255
 
 // The most dynamic shared memory a device op uses through its `smem` argument; the kernel is launched with
 // this much (one block per SM: the streamed GEMV keeps 64 KiB of weights in flight next to its x rows). Below

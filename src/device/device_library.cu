@@ -11,3 +11,4 @@
 #include "ops_linear.cuh"
 #include "ops_norm.cuh"
 #include "ops_reduce.cuh"
+#include "prefetch.cuh"

@@ -226,7 +226,7 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
   const i64 k = a->d[0], n_dim = a->d[1];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
   const GemvStream st = gemv_stream_plan<T>(a, w);
-  if (st.units > 0) {  // weft_dev_linear_prefetch has started the stream
+  if (st.units > 0) {  // weft_dev_prefetch has started the stream
     const i64 rows = a->row1 - a->row0;
     T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
     copy_bytes(xs, x + a->row0 * k, rows * k * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
@@ -272,11 +272,6 @@ __device__ void matmul_impl(const weft_task_args* a, const weft_env* env, char* 
 // out = (x · w) + bias + residual, summed in that order in f32, rounded once.
 extern "C" __device__ void weft_dev_linear(const weft_task_args* a, const weft_env* env, char* smem) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::linear_impl, a, env, smem);
-}
-
-// Before the task's waits (see weft_device.h): the first stages of a streamed GEMV tile, if it takes that path.
-extern "C" __device__ void weft_dev_linear_prefetch(const weft_task_args* a, const weft_env* env, char* smem) {
-  WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::gemv_stream_prologue, a, env, smem);
 }
 
 // MATMUL: in a [B, M, K], b [B, K, N] or [K, N]. R = B*M, C = N. d0=M, d1=K, d2=N, d3=1 if b is batched.

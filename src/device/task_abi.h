@@ -65,7 +65,7 @@ struct weft_env {
 };
 
 // Tuning switches (weft_env::tuning), for A/B measurements; 0 is the default behaviour.
-#define WEFT_TUNE_LATE_STREAM 1u   // start a linear tile's weight stream after its wait, not before
+#define WEFT_TUNE_LATE_PREFETCH 1u  // request a task's unguarded reads (weft_dev_prefetch) after its wait
 #define WEFT_TUNE_SLOW_POLL 2u     // back off up to 2 us between polls of an event (default 256 ns)
 #define WEFT_TUNE_FAST_POLL 4u     // back off up to 32 ns
 

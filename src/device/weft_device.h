@@ -34,9 +34,10 @@ __device__ bool weft_dev_error_raised(const weft_env* env);
 WEFT_DEV_OP_LIST(WEFT_DECLARE_DEV_OP)
 #undef WEFT_DECLARE_DEV_OP
 
-// Starts streaming a LINEAR task's weights into shared memory (ops_linear.cuh). The kernel calls it, with all
-// threads, before the task's waits; weft_dev_linear then expects it to have run for the same task.
-__device__ void weft_dev_linear_prefetch(const weft_task_args* a, const weft_env* env, char* smem);
+// Requests what task `a` (of device op `op`) reads that no event guards (prefetch.cuh). The kernel calls it,
+// with all threads, once per task, before the task's waits; LINEAR then expects it to have run for the same
+// task (it starts the weight stream that weft_dev_linear consumes).
+__device__ void weft_dev_prefetch(int op, const weft_task_args* a, const weft_env* env, char* smem);
 
 }  // extern "C"
 

@@ -1,0 +1,73 @@
+// What a task reads that no event guards, requested before the task waits for its inputs: a linear tile's
+// weights start streaming into shared memory (gemv_stream.cuh); a norm's weight vector and the KV-cache rows
+// that attention will read (written by earlier steps) are prefetched into L2. The loads then hit L2, and the
+// address translation is warm: a decode step streams gigabytes of weights, which evicts the TLB entries of
+// everything else, and a page walk costs microseconds on the critical path of the small ops.
+#ifndef WEFT_DEVICE_PREFETCH_CUH
+#define WEFT_DEVICE_PREFETCH_CUH
+
+#include "common.cuh"
+#include "gemv_stream.cuh"
+
+namespace weft_dev {
+
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// [p, p + bytes) into L2, one 128-byte line per thread and step (prefetches never fault).
+__device__ __forceinline__ void prefetch_l2_range(const void* p, i64 bytes) {
+  const char* c = static_cast<const char*>(p);
+  if (c == nullptr) return;
+  for (i64 off = static_cast<i64>(tid()) * 128; off < bytes; off += WEFT_BLOCK_THREADS * 128) prefetch_l2(c + off);
+}
+
+// Attention of a tile: K and V cache rows [0, p) of its kv heads for each row's position p. positions is read
+// before its event may have fired: if the graph computes it, a stale value only prefetches other rows.
+template <typename T>
+__device__ void attention_prefetch(const weft_task_args* a, const weft_env* env, char*) {
+  const T* kc = in_ptr<T>(a, env, 3);
+  const T* vc = in_ptr<T>(a, env, 4);
+  const void* pos = in_ptr<void>(a, env, 5);
+  const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2], s_dim = a->d[3];
+  if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || pos == nullptr) return;
+  const i64 unit_cols = hq / hkv * hd, kv0 = a->col0 / unit_cols, kv1 = a->col1 / unit_cols;
+  const i64 row_kv = hkv * hd, head_bytes = hd * static_cast<i64>(sizeof(T)), lines = (head_bytes + 127) / 128;
+  for (i64 b = a->row0; b < a->row1; ++b) {
+    i64 p = load_int(pos, a->i[0], b);
+    p = p < 0 ? 0 : p > s_dim ? s_dim : p;
+    const i64 per_t = (kv1 - kv0) * lines, n = p * per_t;
+    for (i64 e = tid(); e < n; e += WEFT_BLOCK_THREADS) {
+      const i64 t = e / per_t, kvh = kv0 + (e % per_t) / lines, line = e % lines;
+      const i64 at = (b * s_dim + t) * row_kv + kvh * hd;
+      prefetch_l2(reinterpret_cast<const char*>(kc + at) + line * 128);
+      prefetch_l2(reinterpret_cast<const char*>(vc + at) + line * 128);
+    }
+  }
+}
+
+}  // namespace weft_dev
+
+// Before the task's waits (see weft_device.h).
+extern "C" __device__ void weft_dev_prefetch(int op, const weft_task_args* a, const weft_env* env, char* smem) {
+  using namespace weft_dev;
+  const i64 esize = a->dtype == WEFT_DEV_F32 ? 4 : 2;
+  switch (op) {
+    case WEFT_DEV_OP_LINEAR:
+      WEFT_DISPATCH_FLOAT(a->dtype, gemv_stream_prologue, a, env, smem);
+      break;
+    case WEFT_DEV_OP_ATTENTION_DECODE:
+      WEFT_DISPATCH_FLOAT(a->dtype, attention_prefetch, a, env, smem);
+      break;
+    case WEFT_DEV_OP_RMSNORM:
+    case WEFT_DEV_OP_LAYERNORM:
+      prefetch_l2_range(in_ptr<char>(a, env, 1), a->d[0] * esize);
+      if (op == WEFT_DEV_OP_LAYERNORM) prefetch_l2_range(in_ptr<char>(a, env, 2), a->d[0] * esize);
+      break;
+    case WEFT_DEV_OP_HEAD_RMSNORM:
+      prefetch_l2_range(in_ptr<char>(a, env, 1), a->d[1] * esize);
+      break;
+    default:
+      break;
+  }
+}
+
+#endif  // WEFT_DEVICE_PREFETCH_CUH
