@@ -2,6 +2,7 @@
 #ifndef WEFT_DEVICE_OPS_ATTENTION_CUH
 #define WEFT_DEVICE_OPS_ATTENTION_CUH
 
+#include "attention_smem.cuh"
 #include "common.cuh"
 
 namespace weft_dev {
@@ -235,6 +236,7 @@ __device__ void attention_decode_impl(const weft_task_args* a, const weft_env* e
   const float scale = a->f[0];
   const int pdt = a->i[0];
   if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || a->row1 <= a->row0 || a->col1 <= a->col0) return;
+  if (attention_smem_run<T>(a, env, smem)) return;  // short contexts (weft_dev_prefetch started the copies)
   const i64 group = hq / hkv, unit_cols = group * hd;
   const i64 kv0 = a->col0 / unit_cols, kv1 = a->col1 / unit_cols;
   const i64 row_kv = hkv * hd;  // elements per timestep of a cache row, and per row of k_new / v_new

@@ -7,6 +7,7 @@
 #define WEFT_DEVICE_PREFETCH_CUH
 
 #include "common.cuh"
+#include "attention_smem.cuh"
 #include "gemv_stream.cuh"
 
 namespace weft_dev {
@@ -20,7 +21,8 @@ __device__ __forceinline__ void prefetch_l2_range(const void* p, i64 bytes) {
   for (i64 off = static_cast<i64>(tid()) * 128; off < bytes; off += WEFT_BLOCK_THREADS * 128) prefetch_l2(c + off);
 }
 
-// Attention of a tile: K and V cache rows [0, p) of its kv heads for each row's position p. positions is read
+// Attention of a tile too long for the shared-memory path (attention_smem.cuh): K and V cache rows [0, p) of
+// its kv heads for each row's position p, into L2. positions is read
 // before its event may have fired: if the graph computes it, a stale value only prefetches other rows.
 template <typename T>
 __device__ void attention_prefetch(const weft_task_args* a, const weft_env* env, char*) {
@@ -55,7 +57,10 @@ extern "C" __device__ void weft_dev_prefetch(int op, const weft_task_args* a, co
       WEFT_DISPATCH_FLOAT(a->dtype, gemv_stream_prologue, a, env, smem);
       break;
     case WEFT_DEV_OP_ATTENTION_DECODE:
-      WEFT_DISPATCH_FLOAT(a->dtype, attention_prefetch, a, env, smem);
+      if (a->dtype == WEFT_DEV_BF16 ? !attention_smem_prologue<bf16>(a, env, smem)
+          : a->dtype == WEFT_DEV_F16 ? !attention_smem_prologue<f16>(a, env, smem)
+                                     : !attention_smem_prologue<float>(a, env, smem))
+        WEFT_DISPATCH_FLOAT(a->dtype, attention_prefetch, a, env, smem);
       break;
     case WEFT_DEV_OP_RMSNORM:
     case WEFT_DEV_OP_LAYERNORM:

@@ -86,6 +86,17 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
            {{3, 32}, {3, 16}, {3, 16}, {3, std::min<int64_t>(n, 127) + 1, 2, 8}, {3, std::min<int64_t>(n, 127) + 1, 2, 8}, {3}},
            {f, f, f, f, f, i32}, {input, input, input, state, state, input}},
       };
+      if (n == 127) {
+        // Decode shapes: the streamed GEMV (K a multiple of 256, up to 8 rows, with bias and residual), and
+        // attention over a cache long enough that random positions take both the shared-memory path (short
+        // contexts) and the general one.
+        specs.push_back({"linear", {}, {{1, 2048}, {300, 2048}, {300}, {1, 300}}, {}, {input, weight, weight, input}});
+        specs.push_back({"linear", {}, {{8, 1024}, {130, 1024}}});
+        specs.push_back({"linear", {}, {{5, 256}, {64, 256}}});
+        specs.push_back({"attention_decode", {{"num_q_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}},
+                         {{3, 512}, {3, 128}, {3, 128}, {3, 2048, 2, 64}, {3, 2048, 2, 64}, {3}},
+                         {f, f, f, f, f, i32}, {input, input, input, state, state, input}});
+      }
       for (const OneOp& spec : specs) {
         const Graph g = one_op_graph(spec, f);
         try {
