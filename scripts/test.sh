@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test: install what is missing, build with warnings as errors, run the whole ctest suite, then do
-# the same in an AddressSanitizer + UndefinedBehaviorSanitizer build. Incremental when already built.
+# Every test: install what is missing, build with warnings as errors, run the whole ctest suite and the
+# bindings' tests (Python, Rust, Go; Julia's header check), then the ctest suite again in an AddressSanitizer +
+# UndefinedBehaviorSanitizer build. Incremental when already built.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/deps.sh"
@@ -13,6 +14,12 @@ run_suite() {  # build-dir, extra cmake args...
 }
 echo "== release build (warnings are errors) =="
 run_suite "${WEFT_BUILD_DIR:-$root/build}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+echo "== bindings: Python (with the torch.compile backend), Rust, Go; Julia checked against the header =="
+bindings_build="${WEFT_BUILD_DIR:-$root/build}"
+bash "$root/bindings/python/test.sh" "$bindings_build"
+bash "$root/bindings/rust/test.sh" "$bindings_build"
+bash "$root/bindings/go/test.sh" "$bindings_build"
+bash "$root/bindings/julia/check.sh"
 echo "== ASan + UBSan build =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" \
