@@ -46,6 +46,8 @@ MODELS = {
     "qwen3-8b": dict(hf_compare.MODELS["qwen3-8b-2l"], num_hidden_layers=36),
     "qwen3-8b-2l": hf_compare.MODELS["qwen3-8b-2l"],
 }
+# hf_compare.make_config builds a model's config from its table; the full Qwen3-8B joins that table.
+hf_compare.MODELS.setdefault("qwen3-8b", MODELS["qwen3-8b"])
 DEFAULT_MODELS = "llama-3.2-1b,qwen3-0.6b,qwen3-8b"
 INIT_STD = 0.02  # small random normal weights (HF's initializer_range)
 MATCH_STEPS = 8  # tokens compared between weft and HF eager (informational: random weights give near-ties)
@@ -63,28 +65,9 @@ def short_error(e):
 
 # ---------------------------------------------------------------------------------------------- model building
 
-def make_config(name, tiny):
-    spec = dict(MODELS[name])
-    if tiny:
-        spec.update(hf_compare.TINY)
-    model_type = spec.pop("model_type")
-    theta = spec.pop("rope_theta")
-    scaling = spec.pop("rope_scaling", None)
-    cls = transformers.LlamaConfig if model_type == "llama" else transformers.Qwen3Config
-    # transformers 5.x keeps rope settings in `rope_parameters`; 4.x uses rope_theta/rope_scaling.
-    if "rope_parameters" in cls().to_dict():
-        spec["rope_parameters"] = dict(scaling or {"rope_type": "default"}, rope_theta=theta)
-    else:
-        spec["rope_theta"] = theta
-        if scaling:
-            spec["rope_scaling"] = dict(scaling)
-    cfg = cls(bos_token_id=None, eos_token_id=None, pad_token_id=0, **spec)
-    return cfg, scaling, theta
-
-
 @torch.no_grad()
 def build_model(name, tiny, device, seed):
-    cfg, scaling, theta = make_config(name, tiny)
+    cfg, scaling, theta = hf_compare.make_config(name, tiny)
     dtype_kw = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     # Constructed directly on the device: an 8B model initialized on the CPU takes minutes.
     with torch.device(device):

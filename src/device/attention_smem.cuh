@@ -139,16 +139,7 @@ __device__ bool attention_smem_run(const weft_task_args* a, const weft_env* env,
   // 2. Softmax per head (one warp per head; heads beyond the warps loop).
   for (i64 g = warp(); g < group; g += WEFT_BLOCK_WARPS) {
     float* sc = s.score + g * s.cap;
-    float mx = neg_inf();
-    for (i64 t = lane(); t < steps; t += WEFT_WARP_THREADS) mx = nan_max(mx, sc[t]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (i64 t = lane(); t < steps; t += WEFT_WARP_THREADS) {
-      const float e = expf(sc[t] - mx);
-      sc[t] = e;
-      sum += e;
-    }
-    sum = warp_sum(sum);
+    const float sum = warp_exp_sum(sc, steps, warp_max_of(sc, steps));
     if (lane() == 0) s.l[g] = sum;
   }
   __syncthreads();

@@ -175,6 +175,24 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Softmax helpers of attention, called by one whole warp on sc[0, n) in shared memory.
+// The NaN-propagating max of sc[0, n); every lane gets it.
+__device__ __forceinline__ float warp_max_of(const float* sc, long long n) {
+  float mx = neg_inf();
+  for (long long t = lane(); t < n; t += WEFT_WARP_THREADS) mx = nan_max(mx, sc[t]);
+  return warp_max(mx);
+}
+// Replaces sc[t] by exp(sc[t] - m) and returns their sum; every lane gets it.
+__device__ __forceinline__ float warp_exp_sum(float* sc, long long n, float m) {
+  float sum = 0.0f;
+  for (long long t = lane(); t < n; t += WEFT_WARP_THREADS) {
+    const float e = expf(sc[t] - m);
+    sc[t] = e;
+    sum += e;
+  }
+  return warp_sum(sum);
+}
+
 // Sum within groups of `width` lanes (a power of two <= 32) aligned to multiples of width.
 __device__ __forceinline__ float group_sum(float v, int width) {
   for (int o = width / 2; o > 0; o >>= 1) v += __shfl_xor_sync(WEFT_FULL_MASK, v, o);

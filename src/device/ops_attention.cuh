@@ -338,18 +338,9 @@ __device__ void attention_decode_impl(const weft_task_args* a, const weft_env* e
           if (warp() < gc) {
             const int g = warp();
             float* sc = sm.score + g * sm.chunk;
-            float mx = neg_inf();
-            for (i64 t = lane(); t < tc; t += WEFT_WARP_THREADS) mx = nan_max(mx, sc[t]);
-            mx = warp_max(mx);
-            const float m_old = sm.m[g], m_new = nan_max(m_old, mx);
+            const float m_old = sm.m[g], m_new = nan_max(m_old, warp_max_of(sc, tc));
             const float rescale = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
-            float sum = 0.0f;
-            for (i64 t = lane(); t < tc; t += WEFT_WARP_THREADS) {
-              const float e = expf(sc[t] - m_new);
-              sc[t] = e;
-              sum += e;
-            }
-            sum = warp_sum(sum);
+            const float sum = warp_exp_sum(sc, tc, m_new);
             // Every lane read sm.m[g] and sm.l[g] above; the shuffles already order those reads before this
             // write, but racecheck only counts barriers.
             __syncwarp();
