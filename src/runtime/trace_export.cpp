@@ -18,6 +18,8 @@ void write_chrome_trace(const std::string& path, const Graph& graph, const TaskT
   for (size_t i = 0; i + kTraceRecordWords <= records.size(); i += kTraceRecordWords)
     if (records[i] != 0) t0 = std::min(t0, records[i]);
   auto us = [&](uint64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
+  // Durations from the integer difference: subtracting two large converted timestamps would lose the ns.
+  auto dur_us = [](uint64_t from, uint64_t to) { return static_cast<double>(to - from) / 1000.0; };
   nlohmann::json events = nlohmann::json::array();
   for (int32_t q = 0; q < tables.num_queues(); ++q)
     events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", q},
@@ -37,10 +39,10 @@ void write_chrome_trace(const std::string& path, const Graph& graph, const TaskT
                                      {"rows", {t.args.row0, t.args.row1}}, {"cols", {t.args.col0, t.args.col1}}};
         if (records[at + 1] > records[at])
           events.push_back({{"name", "wait"}, {"cat", "wait"}, {"ph", "X"}, {"pid", 0}, {"tid", q},
-                            {"ts", us(records[at])}, {"dur", us(records[at + 1]) - us(records[at])}, {"args", args}});
+                            {"ts", us(records[at])}, {"dur", dur_us(records[at], records[at + 1])}, {"args", args}});
         events.push_back({{"name", graph.tensor(t.args.out).name}, {"cat", dev_op_function(t.op)}, {"ph", "X"},
                           {"pid", 0}, {"tid", q}, {"ts", us(records[at + 1])},
-                          {"dur", us(std::max(records[at + 2], records[at + 1])) - us(records[at + 1])}, {"args", args}});
+                          {"dur", dur_us(records[at + 1], std::max(records[at + 2], records[at + 1]))}, {"args", args}});
       }
   std::ofstream out(path);
   if (!out) invalid("WEFT_TRACE: cannot write '" + path + "'");
