@@ -39,6 +39,7 @@
   X(EMBEDDING, embedding) X(RMSNORM, rmsnorm) X(HEAD_RMSNORM, head_rmsnorm) X(LAYERNORM, layernorm)      \
   X(LINEAR, linear) X(MATMUL, matmul) X(ADD, add) X(MUL, mul) X(SILU, silu) X(GELU, gelu)                \
   X(SILU_MUL, silu_mul) X(ROPE, rope) X(ATTENTION_DECODE, attention_decode) X(SOFTMAX, softmax)          \
-  X(ARGMAX, argmax) X(REDUCE, reduce) X(CAST, cast) X(RESHAPE, reshape) X(SLICE, slice) X(CONCAT, concat)
+  X(ARGMAX, argmax) X(REDUCE, reduce) X(CAST, cast) X(RESHAPE, reshape) X(SLICE, slice) X(CONCAT, concat)  \
+  X(RMSNORM_LINEAR, rmsnorm_linear) X(SILU_MUL_LINEAR, silu_mul_linear)
 
 #endif  // WEFT_DEVICE_CONFIG_CUH

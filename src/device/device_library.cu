@@ -7,6 +7,7 @@
 
 #include "ops_attention.cuh"
 #include "ops_elementwise.cuh"
+#include "ops_fused_linear.cuh"
 #include "ops_layout.cuh"
 #include "ops_linear.cuh"
 #include "ops_norm.cuh"

@@ -18,6 +18,7 @@ constexpr int kGemvMaxUnits = 4;  // 16-byte units per lane and stage
 constexpr int kGemvMaxStageBytes = WEFT_WARP_THREADS * 16 * kGemvMaxUnits;
 constexpr int kGemvRingBytes = WEFT_BLOCK_WARPS * kGemvStages * kGemvMaxStageBytes;  // 64 KiB
 constexpr int kGemvStreamRows = 8;  // x rows a streamed tile may have (one accumulator each)
+constexpr int kGemvScratchBytes = 64;  // the last bytes of smem: block-reduction scratch of a fused x stage
 static_assert(kGemvRingBytes < WEFT_SMEM_BYTES, "the GEMV ring must leave room for x");
 
 // What one warp streams: weight rows [n0, n1) of the tile, each `spr` stages of `units` 16-byte units per lane.
@@ -37,7 +38,7 @@ __device__ __forceinline__ GemvStream gemv_stream_plan(const weft_task_args* a, 
   const i64 k = a->d[0], row_bytes = k * static_cast<i64>(sizeof(T)), rows = a->row1 - a->row0;
   constexpr i64 unit_row = WEFT_WARP_THREADS * 16;
   if (k <= 0 || row_bytes % unit_row != 0 || !aligned16(w) || rows < 1 || rows > kGemvStreamRows ||
-      rows * row_bytes > WEFT_SMEM_BYTES - kGemvRingBytes)
+      rows * row_bytes > WEFT_SMEM_BYTES - kGemvRingBytes - kGemvScratchBytes)
     return s;
   s.units = row_bytes % (4 * unit_row) == 0 ? 4 : row_bytes % (2 * unit_row) == 0 ? 2 : 1;
   // Columns split evenly over the warps, the first (n % warps) warps taking one more.
@@ -107,10 +108,10 @@ __device__ __forceinline__ void gemv_prologue_units(const weft_task_args* a, con
   }
 }
 
-// Before the task's wait: the first kGemvStages - 1 stages.
+// Before the task's wait: the first kGemvStages - 1 stages. w_in: the weight's operand index.
 template <typename T>
-__device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
-  const T* w = in_ptr<T>(a, env, 1);
+__device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, const weft_env* env, char* smem, int w_in) {
+  const T* w = in_ptr<T>(a, env, w_in);
   const GemvStream st = gemv_stream_plan<T>(a, w);
   if (st.units == 4) gemv_prologue_units<T, 4>(a, w, st, smem);
   else if (st.units == 2) gemv_prologue_units<T, 2>(a, w, st, smem);

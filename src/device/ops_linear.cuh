@@ -216,6 +216,34 @@ __device__ void gemm_tiles(const weft_task_args* a, const T* x, const T* b, i64 
   }
 }
 
+// A streamed GEMV tile (weft_dev_prefetch has started the stream): stage(xs, rows) writes the tile's x rows
+// ([rows][K], dtype T) into shared memory behind the ring, then the stream is consumed; out = x · w + bias +
+// residual. Returns false when the tile does not take the streamed path.
+template <typename T, typename Stage>
+__device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, char* smem, int w_in, Stage stage) {
+  const T* w = in_ptr<T>(a, env, w_in);
+  const T* bias = in_ptr<T>(a, env, w_in + 1);
+  const T* res = in_ptr<T>(a, env, w_in + 2);
+  T* o = out_ptr<T>(a, env);
+  const i64 n_dim = a->d[1];
+  const GemvStream st = gemv_stream_plan<T>(a, w);
+  if (st.units == 0) return false;
+  const i64 rows = a->row1 - a->row0;
+  T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
+  stage(xs, rows);
+  __syncthreads();
+  auto out = [&](i64 row, i64 n, float v) {
+    if (bias != nullptr) v += to_f(bias[n]);
+    if (res != nullptr) v += to_f(res[row * n_dim + n]);
+    o[row * n_dim + n] = from_f<T>(v);
+  };
+  if (rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
+  else if (rows == 2) gemv_stream_run<T, 2>(a, w, st, xs, smem, out);
+  else if (rows <= 4) gemv_stream_run<T, 4>(a, w, st, xs, smem, out);
+  else gemv_stream_run<T, kGemvStreamRows>(a, w, st, xs, smem, out);
+  return true;
+}
+
 template <typename T>
 __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const T* x = in_ptr<T>(a, env, 0);
@@ -225,24 +253,11 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
   T* o = out_ptr<T>(a, env);
   const i64 k = a->d[0], n_dim = a->d[1];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const GemvStream st = gemv_stream_plan<T>(a, w);
-  if (st.units > 0) {  // weft_dev_prefetch has started the stream
-    const i64 rows = a->row1 - a->row0;
-    T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
+  const bool streamed = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows) {
     copy_bytes(xs, x + a->row0 * k, rows * k * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
                WEFT_BLOCK_THREADS);
-    __syncthreads();
-    auto out = [&](i64 row, i64 n, float v) {
-      if (bias != nullptr) v += to_f(bias[n]);
-      if (res != nullptr) v += to_f(res[row * n_dim + n]);
-      o[row * n_dim + n] = from_f<T>(v);
-    };
-    if (rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
-    else if (rows == 2) gemv_stream_run<T, 2>(a, w, st, xs, smem, out);
-    else if (rows <= 4) gemv_stream_run<T, 4>(a, w, st, xs, smem, out);
-    else gemv_stream_run<T, kGemvStreamRows>(a, w, st, xs, smem, out);
-    return;
-  }
+  });
+  if (streamed) return;
   if (a->row1 - a->row0 <= kGemvMaxRows) {
     linear_gemv<T>(a, x, w, bias, res, o, k, n_dim, smem);
     return;

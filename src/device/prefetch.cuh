@@ -54,7 +54,11 @@ extern "C" __device__ void weft_dev_prefetch(int op, const weft_task_args* a, co
   const i64 esize = a->dtype == WEFT_DEV_F32 ? 4 : 2;
   switch (op) {
     case WEFT_DEV_OP_LINEAR:
-      WEFT_DISPATCH_FLOAT(a->dtype, gemv_stream_prologue, a, env, smem);
+    case WEFT_DEV_OP_SILU_MUL_LINEAR:
+      WEFT_DISPATCH_FLOAT(a->dtype, gemv_stream_prologue, a, env, smem, 1);
+      break;
+    case WEFT_DEV_OP_RMSNORM_LINEAR:
+      WEFT_DISPATCH_FLOAT(a->dtype, gemv_stream_prologue, a, env, smem, 2);
       break;
     case WEFT_DEV_OP_ATTENTION_DECODE:
       if (a->dtype == WEFT_DEV_BF16 ? !attention_smem_prologue<bf16>(a, env, smem)

@@ -125,6 +125,10 @@ struct weft_loop {
 //  CAST             in: x. i0=input dtype; output dtype in dtype. float->int as CUDA cvt.rzi (saturating).
 //  RESHAPE          in: x. Copies elements in order (same count). Tile over the output view.
 //  SLICE            in: x seen as [outer, A, inner]. d0=outer, d1=A, d2=inner, d3=start, d4=output axis length.
+//  RMSNORM_LINEAR   in: x [R, K], norm weight [K], weight [N, K], bias [N] or -1, residual [R, N] or -1. d0=K,
+//                   d1=N. f0=eps. linear(rmsnorm(x)), the normalized x rounded to dtype. Streamed GEMV tiles only.
+//  SILU_MUL_LINEAR  in: gate_up [R, 2K], weight [N, K], bias or -1, residual or -1. d0=K, d1=N.
+//                   linear(silu(gate) * up), the product rounded to dtype. Streamed GEMV tiles only.
 //  CONCAT           in: up to 6 inputs, each [outer, A_j, inner]. d0=outer, d1=inner, d2..d7 = A_j (0 unused),
 //                   i0=number of inputs.
 enum weft_dev_op {
@@ -148,6 +152,8 @@ enum weft_dev_op {
   WEFT_DEV_OP_RESHAPE,
   WEFT_DEV_OP_SLICE,
   WEFT_DEV_OP_CONCAT,
+  WEFT_DEV_OP_RMSNORM_LINEAR,
+  WEFT_DEV_OP_SILU_MUL_LINEAR,
   WEFT_DEV_OP_COUNT
 };
 

@@ -43,6 +43,12 @@ struct OperandSpec {
 class InferCtx;
 class RefCtx;
 
+// rmsnorm_linear / silu_mul_linear run on the device as streamed GEMV tiles: a weight row (K elements) must be
+// a multiple of kFusedLinearRowAlign bytes and fit, for one row of x, beside the stream's ring in shared memory.
+inline constexpr int64_t kFusedLinearRowAlign = 512;
+inline constexpr int64_t kFusedLinearMaxRowBytes = 95 * 1024;
+bool fused_linear_supported(int64_t k, DType dtype);
+
 struct OpDef {
   std::string_view name;
   std::vector<OperandSpec> operands;  // for a variadic op, the one spec that repeats

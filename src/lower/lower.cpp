@@ -29,8 +29,11 @@ void estimate_cost(const Graph& g, const Node& n, const OpLowering& rule, const 
   t.flops = 4.0 * static_cast<double>(tile_elems);
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     if (n.inputs[k] == kNoTensor) continue;
-    if (rule.dev_op == WEFT_DEV_OP_LINEAR && k == 1) {  // the weight rows of the tile's columns
-      const int64_t k_dim = c.in_shape(1)[1];
+    const size_t weight = rule.dev_op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1;
+    const bool linear = rule.dev_op == WEFT_DEV_OP_LINEAR || rule.dev_op == WEFT_DEV_OP_RMSNORM_LINEAR ||
+                        rule.dev_op == WEFT_DEV_OP_SILU_MUL_LINEAR;
+    if (linear && k == weight) {  // the weight rows of the tile's columns
+      const int64_t k_dim = c.in_shape(weight)[1];
       t.bytes += elem_bytes(g, n.inputs[k], (t.tile.col1 - t.tile.col0) * k_dim);
       t.flops += 2.0 * static_cast<double>(tile_elems) * static_cast<double>(k_dim);
       continue;

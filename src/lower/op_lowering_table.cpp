@@ -18,6 +18,9 @@ int64_t round_up(int64_t a, int64_t m) { return ceil_div(a, m) * m; }
 
 // x rows up to which a linear is a decode GEMV (the device's streamed path takes up to 8).
 constexpr int64_t kDecodeRows = 8;
+// The streamed GEMV keeps a 64 KiB ring and 64 bytes of scratch in shared memory (gemv_stream.cuh); x rows of
+// fused tiles get the rest.
+static_assert(kFusedLinearMaxRowBytes <= WEFT_SMEM_BYTES - 64 * 1024 - 64, "fused linear x rows must fit beside the ring");
 
 Region whole(const View2D& v) { return Region{0, v.rows, 0, v.cols}; }
 
@@ -113,6 +116,28 @@ std::vector<Region> linear_reads(const LowerCtx& c, size_t k, const Region& t) {
 void linear_args(const LowerCtx& c, weft_task_args& a) {
   a.d[0] = c.in_shape(1)[1];
   a.d[1] = c.in_shape(1)[0];
+}
+
+// rmsnorm_linear / silu_mul_linear: the linear's decode grid, with as many x rows per tile as fit beside the
+// streamed GEMV's ring (every tile must take the streamed path; larger batches get more row blocks).
+int64_t fused_weight_operand(const LowerCtx& c) { return c.node().op->name == std::string_view("rmsnorm_linear") ? 2 : 1; }
+TileGrid fused_linear_grid(const LowerCtx& c) {
+  const View2D v = c.out_view();
+  const size_t w = static_cast<size_t>(fused_weight_operand(c));
+  const int64_t row_bytes = c.in_shape(w)[1] * static_cast<int64_t>(dtype_size(c.in_dtype(w)));
+  const int64_t rows = std::clamp<int64_t>(kFusedLinearMaxRowBytes / row_bytes, 1, kDecodeRows);
+  return TileGrid{v.rows, v.cols, std::min(v.rows, rows), std::max<int64_t>(8, ceil_div(v.cols, c.options().num_sms))};
+}
+std::vector<Region> fused_linear_reads(const LowerCtx& c, size_t k, const Region& t) {
+  if (k == 0) return same_rows(c, k, t);
+  if (k == static_cast<size_t>(fused_weight_operand(c)) + 2) return {t};  // residual: exactly the tile
+  return {};  // norm weight, weight, bias
+}
+void fused_linear_args(const LowerCtx& c, weft_task_args& a) {
+  const size_t w = static_cast<size_t>(fused_weight_operand(c));
+  a.d[0] = c.in_shape(w)[1];
+  a.d[1] = c.in_shape(w)[0];
+  if (w == 2) a.f[0] = static_cast<float>(c.attr_num("eps"));
 }
 
 TileGrid matmul_grid(const LowerCtx& c) { return column_grid(c, 8, 8, 64); }
@@ -309,6 +334,8 @@ const OpLowering kTable[] = {
     {"reshape", WEFT_DEV_OP_RESHAPE, elementwise_grid, whole_input, no_args},
     {"slice", WEFT_DEV_OP_SLICE, elementwise_grid, whole_input, slice_args},
     {"concat", WEFT_DEV_OP_CONCAT, elementwise_grid, whole_input, concat_args},
+    {"rmsnorm_linear", WEFT_DEV_OP_RMSNORM_LINEAR, fused_linear_grid, fused_linear_reads, fused_linear_args},
+    {"silu_mul_linear", WEFT_DEV_OP_SILU_MUL_LINEAR, fused_linear_grid, fused_linear_reads, fused_linear_args},
 };
 
 }  // namespace

@@ -129,6 +129,9 @@ Graph build_decoder_graph(const DecoderShape& s) {
   const nlohmann::json attn = {{"num_q_heads", s.q_heads}, {"num_kv_heads", s.kv_heads}, {"head_dim", s.head_dim}};
   auto cols = [](int64_t from, int64_t to) { return nlohmann::json{{"axis", -1}, {"start", from}, {"end", to}}; };
 
+  // A norm or SwiGLU feeding a linear may run inside the linear's tiles (see DecoderShape::fuse_linear_inputs).
+  const bool wanted = s.fuse_linear_inputs == 1 || (s.fuse_linear_inputs < 0 && s.hidden <= 1024);
+  const bool fuse = wanted && fused_linear_supported(s.hidden, s.dtype) && fused_linear_supported(s.ffn, s.dtype);
   const TensorId embed = weight("model.embed_tokens.weight", {s.vocab, s.hidden});
   TensorId h = g.add_op("embedding", {embed, ids}, {}, "embed");
   for (int64_t l = 0; l < s.layers; ++l) {
@@ -137,8 +140,10 @@ Graph build_decoder_graph(const DecoderShape& s) {
     const Shape cache{b, Dim::fixed(s.max_seq), Dim::fixed(s.kv_heads), Dim::fixed(s.head_dim)};
     const TensorId kc = g.add_tensor(TensorKind::state, "layers." + std::to_string(l) + ".k_cache", s.dtype, cache);
     const TensorId vc = g.add_tensor(TensorKind::state, "layers." + std::to_string(l) + ".v_cache", s.dtype, cache);
-    const TensorId x = g.add_op("rmsnorm", {h, weight(p + "input_layernorm.weight", {s.hidden})}, eps, o + "attn_in");
-    const TensorId qkv = g.add_op("linear", {x, weight(p + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, s.hidden})}, {}, o + "qkv");
+    const TensorId in_norm = weight(p + "input_layernorm.weight", {s.hidden});
+    const TensorId qkv_w = weight(p + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, s.hidden});
+    const TensorId qkv = fuse ? g.add_op("rmsnorm_linear", {h, in_norm, qkv_w}, eps, o + "qkv")
+                              : g.add_op("linear", {g.add_op("rmsnorm", {h, in_norm}, eps, o + "attn_in"), qkv_w}, {}, o + "qkv");
     TensorId q = g.add_op("slice", {qkv}, cols(0, q_width), o + "q");
     TensorId k = g.add_op("slice", {qkv}, cols(q_width, q_width + kv_width), o + "k");
     const TensorId v = g.add_op("slice", {qkv}, cols(q_width + kv_width, q_width + 2 * kv_width), o + "v");
@@ -152,10 +157,16 @@ Graph build_decoder_graph(const DecoderShape& s) {
     k = g.add_op("rope", {k, pos}, rope, o + "k_rot");
     const TensorId a = g.add_op("attention_decode", {q, k, v, kc, vc, pos}, attn, o + "attn");
     h = g.add_op("linear", {a, weight(p + "self_attn.o_proj.weight", {s.hidden, q_width}), kNoTensor, h}, {}, o + "h_attn");
-    const TensorId y = g.add_op("rmsnorm", {h, weight(p + "post_attention_layernorm.weight", {s.hidden})}, eps, o + "mlp_in");
-    const TensorId gu = g.add_op("linear", {y, weight(p + "mlp.gate_up_proj.weight", {2 * s.ffn, s.hidden})}, {}, o + "gate_up");
-    const TensorId act = g.add_op("silu_mul", {gu}, {}, o + "act");
-    h = g.add_op("linear", {act, weight(p + "mlp.down_proj.weight", {s.hidden, s.ffn}), kNoTensor, h}, {}, o + "h_mlp");
+    const TensorId post_norm = weight(p + "post_attention_layernorm.weight", {s.hidden});
+    const TensorId gu_w = weight(p + "mlp.gate_up_proj.weight", {2 * s.ffn, s.hidden});
+    const TensorId down_w = weight(p + "mlp.down_proj.weight", {s.hidden, s.ffn});
+    if (fuse) {
+      const TensorId gu = g.add_op("rmsnorm_linear", {h, post_norm, gu_w}, eps, o + "gate_up");
+      h = g.add_op("silu_mul_linear", {gu, down_w, kNoTensor, h}, {}, o + "h_mlp");
+    } else {
+      const TensorId gu = g.add_op("linear", {g.add_op("rmsnorm", {h, post_norm}, eps, o + "mlp_in"), gu_w}, {}, o + "gate_up");
+      h = g.add_op("linear", {g.add_op("silu_mul", {gu}, {}, o + "act"), down_w, kNoTensor, h}, {}, o + "h_mlp");
+    }
   }
   const TensorId nf = g.add_op("rmsnorm", {h, weight("model.norm.weight", {s.hidden})}, eps, "final_norm");
   const TensorId lm_head = s.tie_word_embeddings ? embed : weight("lm_head.weight", {s.vocab, s.hidden});

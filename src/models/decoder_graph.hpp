@@ -24,6 +24,12 @@ struct DecoderShape {
   int64_t rope_original_max_position = 8192;
   double rms_eps = 1e-5;
   DType dtype = DType::bf16;
+  // Whether rmsnorm and silu_mul run inside the linear they feed (rmsnorm_linear, silu_mul_linear; only where
+  // fused_linear_supported): 1 wherever supported, 0 never, -1 where it was measured faster. Side by side on an
+  // H200 (docs/perf.md): Qwen3-0.6B (hidden 1024) 2.33-2.46 ms fused vs 2.54-2.62 separate; Llama-3.2-1B
+  // (hidden 2048, where every tile's norm needs block-wide reductions) 1.75-1.87 vs 1.71-1.73. So -1 fuses up
+  // to hidden 1024.
+  int fuse_linear_inputs = -1;
 };
 
 DecoderShape llama_3_2_1b_shape();

@@ -93,6 +93,10 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"linear", {}, {{1, 2048}, {300, 2048}, {300}, {1, 300}}, {}, {input, weight, weight, input}});
         specs.push_back({"linear", {}, {{8, 1024}, {130, 1024}}});
         specs.push_back({"linear", {}, {{5, 256}, {64, 256}}});
+        specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{3, 2048}, {2048}, {300, 2048}, {300}, {3, 300}}, {},
+                         {input, weight, weight, weight, input}});
+        specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{12, 512}, {512}, {40, 512}}});  // 12 rows: 2 row blocks
+        specs.push_back({"silu_mul_linear", {}, {{3, 2 * 8192}, {64, 8192}, {64}, {3, 64}}, {}, {input, weight, weight, input}});
         specs.push_back({"attention_decode", {{"num_q_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}},
                          {{3, 512}, {3, 128}, {3, 128}, {3, 2048, 2, 64}, {3, 2048, 2, 64}, {3}},
                          {f, f, f, f, f, i32}, {input, input, input, state, state, input}});

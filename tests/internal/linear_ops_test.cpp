@@ -87,3 +87,47 @@ TEST(LinearOp, ShapeErrorsNameTheOperand) {
 
 }  // namespace
 }  // namespace weft::test
+
+namespace weft::test {
+namespace {
+
+// The fused forms compute exactly what their two ops compute, bit for bit (the intermediate rounded between).
+TEST(FusedLinearOps, EqualTheTwoOpsTheyReplace) {
+  for (DType dt : {DType::bf16, DType::f32})
+    for (int64_t rows : {1, 3}) {
+      const int64_t k = 256, n = 37;
+      auto x = random_buffer(dt, {rows, k}, 21), nw = random_buffer(dt, {k}, 22), w = random_buffer(dt, {n, k}, 23);
+      auto b = random_buffer(dt, {n}, 24), res = random_buffer(dt, {rows, n}, 25);
+      auto normed = run_op("rmsnorm", {x, nw}, {{"eps", 1e-5}}).out;
+      auto want = run_op("linear", {normed, w, b, res}).out;
+      auto got = run_op("rmsnorm_linear", {x, nw, w, b, res}, {{"eps", 1e-5}}).out;
+      EXPECT_EQ(got.f, want.f) << "rmsnorm_linear " << dtype_name(dt) << " rows=" << rows;
+
+      auto gu = random_buffer(dt, {rows, 2 * k}, 26);
+      auto act = run_op("silu_mul", {gu}).out;
+      auto want2 = run_op("linear", {act, w, b, res}).out;
+      auto got2 = run_op("silu_mul_linear", {gu, w, b, res}).out;
+      EXPECT_EQ(got2.f, want2.f) << "silu_mul_linear " << dtype_name(dt) << " rows=" << rows;
+    }
+}
+
+TEST(FusedLinearOps, ShapesTheDeviceCannotStreamAreRefusedNamingK) {
+  auto x = random_buffer(DType::bf16, {1, 100}, 1), nw = random_buffer(DType::bf16, {100}, 2);
+  auto w = random_buffer(DType::bf16, {8, 100}, 3);
+  try {
+    run_op("rmsnorm_linear", {x, nw, w});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("K = 100"), std::string::npos) << e.what();
+  }
+  auto gu = random_buffer(DType::bf16, {1, 512}, 4), w2 = random_buffer(DType::bf16, {8, 512}, 5);
+  try {
+    run_op("silu_mul_linear", {gu, w2});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gate and up"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace weft::test

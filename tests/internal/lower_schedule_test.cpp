@@ -45,7 +45,9 @@ TEST(Lowering, DecoderLayerIsVerifiedAtEverySmCount) {
 }
 
 TEST(Lowering, FineGrainedWaits) {
-  const Graph g = decoder_layer(1);
+  DecoderShape shape = tiny_decoder(1, 8, 128);
+  shape.fuse_linear_inputs = 0;  // keeps silu_mul a separate op
+  const Graph g = build_decoder_graph(shape);
   Lowered l = lower_all(g, 132, 1);
   // Find the silu_mul tasks: each waits on the gate/up linear tiles covering its two column ranges only.
   const auto& nodes = g.nodes();

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "graph/op_def.hpp"
+#include "graph/ops/ref_kernels.hpp"
 #include "reference/buffer.hpp"
 
 namespace weft {
@@ -89,7 +90,6 @@ TensorType infer_unary_float(const InferCtx& c) {
   return c.in(0);
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 void ref_silu(const RefCtx& c) {
   const Buffer& x = c.in(0);
@@ -163,5 +163,7 @@ const OpDef& op_def_silu_mul() {
   static const OpDef d{"silu_mul", {{"gate"}, {"up", true}}, false, {}, {}, infer_silu_mul, ref_silu_mul};
   return d;
 }
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 }  // namespace weft

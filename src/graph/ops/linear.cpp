@@ -1,5 +1,6 @@
 // linear (x·Wᵀ + bias + residual) and matmul (batched a·b).
 #include "graph/op_def.hpp"
+#include "graph/ops/ref_kernels.hpp"
 #include "reference/buffer.hpp"
 
 namespace weft {
@@ -30,20 +31,8 @@ TensorType infer_linear(const InferCtx& c) {
 }
 
 void ref_linear(const RefCtx& c) {
-  const Buffer &x = c.in(0), &w = c.in(1);
-  Buffer& o = c.out();
-  const int64_t k_dim = x.last(), n_dim = w.shape[0], rows = x.rows();
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = &x.f[static_cast<size_t>(r * k_dim)];
-    for (int64_t n = 0; n < n_dim; ++n) {
-      const float* wr = &w.f[static_cast<size_t>(n * k_dim)];
-      float acc = 0.0f;
-      for (int64_t k = 0; k < k_dim; ++k) acc += xr[k] * wr[k];
-      if (c.has(2)) acc += c.in(2).f[static_cast<size_t>(n)];
-      if (c.has(3)) acc += c.in(3).f[static_cast<size_t>(r * n_dim + n)];
-      o.f[static_cast<size_t>(r * n_dim + n)] = acc;
-    }
-  }
+  const Buffer& x = c.in(0);
+  linear_rows(x.f.data(), c.in(1), c.has(2) ? &c.in(2) : nullptr, c.has(3) ? &c.in(3) : nullptr, c.out(), x.rows());
 }
 
 TensorType infer_matmul(const InferCtx& c) {
@@ -92,6 +81,21 @@ const OpDef& op_def_linear() {
 const OpDef& op_def_matmul() {
   static const OpDef d{"matmul", {{"a"}, {"b"}}, false, {}, {}, infer_matmul, ref_matmul};
   return d;
+}
+
+void linear_rows(const float* x, const Buffer& w, const Buffer* bias, const Buffer* residual, Buffer& out, int64_t rows) {
+  const int64_t k_dim = w.shape[1], n_dim = w.shape[0];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * k_dim;
+    for (int64_t n = 0; n < n_dim; ++n) {
+      const float* wr = &w.f[static_cast<size_t>(n * k_dim)];
+      float acc = 0.0f;
+      for (int64_t k = 0; k < k_dim; ++k) acc += xr[k] * wr[k];
+      if (bias) acc += bias->f[static_cast<size_t>(n)];
+      if (residual) acc += residual->f[static_cast<size_t>(r * n_dim + n)];
+      out.f[static_cast<size_t>(r * n_dim + n)] = acc;
+    }
+  }
 }
 
 }  // namespace weft

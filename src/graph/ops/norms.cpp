@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "graph/op_def.hpp"
+#include "graph/ops/ref_kernels.hpp"
 #include "reference/buffer.hpp"
 
 namespace weft {
@@ -31,13 +32,6 @@ TensorType infer_rmsnorm(const InferCtx& c) {
   return c.in(0);
 }
 
-// x * w / sqrt(mean(x^2) + eps) over `n` contiguous values starting at x (and w).
-void rms_row(const float* x, const float* w, float* out, int64_t n, float eps) {
-  float ss = 0.0f;
-  for (int64_t j = 0; j < n; ++j) ss += x[j] * x[j];
-  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
-  for (int64_t j = 0; j < n; ++j) out[j] = x[j] * inv * w[j];
-}
 
 void ref_rmsnorm(const RefCtx& c) {
   const Buffer &x = c.in(0), &w = c.in(1);
@@ -124,6 +118,13 @@ const OpDef& op_def_layernorm() {
   static const OpDef d{"layernorm", {{"x"}, {"weight"}, {"bias", true}}, false, {}, {{"eps", AttrKind::number, 1e-5}},
                        infer_layernorm, ref_layernorm};
   return d;
+}
+
+void rms_row(const float* x, const float* w, float* out, int64_t n, float eps) {
+  float ss = 0.0f;
+  for (int64_t j = 0; j < n; ++j) ss += x[j] * x[j];
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t j = 0; j < n; ++j) out[j] = x[j] * inv * w[j];
 }
 
 }  // namespace weft

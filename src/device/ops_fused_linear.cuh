@@ -1,0 +1,79 @@
+// rmsnorm_linear and silu_mul_linear: a streamed GEMV tile whose x rows are staged transformed — normalized, or
+// SwiGLU-activated — with the same arithmetic as the rmsnorm and silu_mul device ops, rounded to the dtype as
+// their outputs are. Each tile does this for itself while its weights stream in (see weft_dev_prefetch).
+#ifndef WEFT_DEVICE_OPS_FUSED_LINEAR_CUH
+#define WEFT_DEVICE_OPS_FUSED_LINEAR_CUH
+
+#include "common.cuh"
+#include "ops_elementwise.cuh"
+#include "ops_linear.cuh"
+#include "ops_norm.cuh"
+
+namespace weft_dev {
+
+// Lowering makes every tile of these ops a streamed one; a tile that is not (weights bound unaligned) records
+// an error instead of computing something else.
+__device__ __forceinline__ void fused_linear_unsupported(const weft_task_args* a, const weft_env* env, int op) {
+  if (tid() == 0) weft_dev_record_error(env, WEFT_DEV_ERR_BAD_TASK, static_cast<unsigned int>(op), 1u, 0u);
+  (void)a;
+}
+
+template <typename T>
+__device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+  const T* x = in_ptr<T>(a, env, 0);
+  const T* nw = in_ptr<T>(a, env, 1);
+  const i64 k = a->d[0];
+  const float eps = a->f[0];
+  if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
+  float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
+  const bool ok = linear_streamed<T>(a, env, smem, 2, [&](T* xs, i64 rows) {
+    // As the rmsnorm op does it: a warp per row up to kNormWarpMaxCols, else the whole block per row.
+    if (k <= kNormWarpMaxCols) {
+      for (i64 r = warp(); r < rows; r += WEFT_BLOCK_WARPS)
+        norm_row<T, false, false>(x + (a->row0 + r) * k, nw, nullptr, xs + r * k, k, eps, 0, k, lane(),
+                                  WEFT_WARP_THREADS, scratch);
+    } else {
+      for (i64 r = 0; r < rows; ++r)
+        norm_row<T, true, false>(x + (a->row0 + r) * k, nw, nullptr, xs + r * k, k, eps, 0, k, tid(),
+                                 WEFT_BLOCK_THREADS, scratch);
+    }
+  });
+  if (!ok) fused_linear_unsupported(a, env, WEFT_DEV_OP_RMSNORM_LINEAR);
+}
+
+template <typename T>
+__device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+  constexpr int N = Vec<T>::N;
+  const T* g = in_ptr<T>(a, env, 0);
+  const i64 k = a->d[0];
+  if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
+  const bool ok = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows) {
+    // Rows of k are whole 16-byte vectors here (the streamed path needs 512-byte weight rows).
+    const i64 per_row = k / N;
+    for (i64 e = tid(); e < rows * per_row; e += WEFT_BLOCK_THREADS) {
+      const i64 r = e / per_row, v = e % per_row;
+      const T* gr = g + (a->row0 + r) * 2 * k;
+      float gv[N], uv[N], ov[N];
+      load_vec(gr + v * N, gv);
+      load_vec(gr + k + v * N, uv);
+#pragma unroll
+      for (int j = 0; j < N; ++j) ov[j] = __fmul_rn(silu_f(gv[j]), uv[j]);
+      store_vec(xs + r * k + v * N, ov);
+    }
+  });
+  if (!ok) fused_linear_unsupported(a, env, WEFT_DEV_OP_SILU_MUL_LINEAR);
+}
+
+}  // namespace weft_dev
+
+// RMSNORM_LINEAR: see task_abi.h.
+extern "C" __device__ void weft_dev_rmsnorm_linear(const weft_task_args* a, const weft_env* env, char* smem) {
+  WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::rmsnorm_linear_impl, a, env, smem);
+}
+
+// SILU_MUL_LINEAR: see task_abi.h.
+extern "C" __device__ void weft_dev_silu_mul_linear(const weft_task_args* a, const weft_env* env, char* smem) {
+  WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::silu_mul_linear_impl, a, env, smem);
+}
+
+#endif  // WEFT_DEVICE_OPS_FUSED_LINEAR_CUH
