@@ -215,3 +215,22 @@ def test_bf16_outputs_with_torch_and_numpy(rng):
             g.run_reference(x=xs)
     else:
         np.testing.assert_allclose(g.run_reference(x=xs)["y"].astype(np.float32), ref, rtol=1e-2)
+
+
+def test_fused_linear_helpers_equal_the_two_ops():
+    rng = np.random.default_rng(7)
+    g = weft.Graph("fused")
+    x = g.input("x", "f32", [2, 256])
+    nw = g.weight("nw", "f32", [256])
+    w = g.weight("w", "f32", [8, 256])
+    gu = g.input("gu", "f32", [2, 512])
+    g.mark_output(g.rmsnorm_linear(x, nw, w, eps=1e-5, name="fused_norm"))
+    g.mark_output(g.linear(g.rmsnorm(x, nw, eps=1e-5), w, name="norm_then_linear"))
+    g.mark_output(g.silu_mul_linear(gu, w, name="fused_swiglu"))
+    g.mark_output(g.linear(g.silu_mul(gu), w, name="swiglu_then_linear"))
+    out = g.run_reference(x=rng.standard_normal((2, 256), dtype=np.float32),
+                          nw=rng.standard_normal(256, dtype=np.float32),
+                          w=rng.standard_normal((8, 256), dtype=np.float32),
+                          gu=rng.standard_normal((2, 512), dtype=np.float32))
+    np.testing.assert_array_equal(out["fused_norm"], out["norm_then_linear"])
+    np.testing.assert_array_equal(out["fused_swiglu"], out["swiglu_then_linear"])

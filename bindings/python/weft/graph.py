@@ -213,6 +213,14 @@ class Graph(Handle):
         return self._call("weft_op_linear", self._t(x, "x"), self._t(weight, "weight"), self._t(bias, "bias"),
                           self._t(residual, "residual"), name=name)
 
+    def rmsnorm_linear(self, x, norm_weight, weight, bias=None, residual=None, eps=1e-6, name=None):
+        """linear(rmsnorm(x)) as one op (weft's decode fusion; a weight row must suit the device's streamed GEMV)."""
+        return self.op("rmsnorm_linear", [x, norm_weight, weight, bias, residual], {"eps": float(eps)}, name=name)
+
+    def silu_mul_linear(self, gate_up, weight, bias=None, residual=None, name=None):
+        """linear(silu(gate) * up) as one op, gate_up holding [gate | up] along its last dim."""
+        return self.op("silu_mul_linear", [gate_up, weight, bias, residual], name=name)
+
     def matmul(self, a, b, name=None):
         return self._call("weft_op_matmul", self._t(a, "a"), self._t(b, "b"), name=name)
 
