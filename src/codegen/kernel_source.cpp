@@ -101,13 +101,13 @@ std::string generate_megakernel_source(const std::set<int32_t>& dev_ops, int32_t
        "      if (early) weft_dev_prefetch(t->op, &t->args, &env, smem);\n"
        "      // Trace record of queue entry k of this step: wait start, run start, end (global ns), SM, and the SM\n"
        "      // clock at run start and end (their ratio to the ns is the clock the task ran at).\n"
-       "      unsigned long long* rec = trace ? trace + ((size_t)step * queue_offsets[gridDim.x] + k) * 6 : 0;\n"
+       "      unsigned long long* rec =\n"
+       "          trace ? trace + ((size_t)step * queue_offsets[gridDim.x] + k) * WEFT_TRACE_RECORD_WORDS : 0;\n"
        "      if (rec && threadIdx.x == 0) { rec[0] = weft_global_ns(); rec[3] = weft_sm_id(); }\n"
        "      if (t->wait_count > 0 && !weft_wait_all(waits + t->wait_begin, t->wait_count, events, e, timeout_cycles, &env))\n"
        "        return;\n"
        "      if (rec && threadIdx.x == 0) { rec[1] = weft_global_ns(); rec[4] = clock64(); }\n"
        "      if (!early) weft_dev_prefetch(t->op, &t->args, &env, smem);\n"
-
        "      switch (t->op) {\n";
   for (int32_t op : dev_ops)
     s << "        case " << dev_op_enum(op) << ": " << dev_op_function(op) << "(&t->args, &env, smem); break;\n";

@@ -64,6 +64,10 @@ struct weft_env {
   unsigned int tuning;    // WEFT_TUNE_* bits ($WEFT_TUNE): switches for measuring alternatives side by side
 };
 
+// WEFT_TRACE: 64-bit values the kernel records per queue entry and step: wait start, run start, end (global-timer
+// ns), the SM, and the SM clock (clock64) at run start and end.
+#define WEFT_TRACE_RECORD_WORDS 6
+
 // Tuning switches (weft_env::tuning), for A/B measurements; 0 is the default behaviour.
 #define WEFT_TUNE_LATE_PREFETCH 1u  // request a task's unguarded reads (weft_dev_prefetch) after its wait
 #define WEFT_TUNE_SLOW_POLL 2u     // back off up to 2 us between polls of an event (default 256 ns)

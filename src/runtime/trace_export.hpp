@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "device/task_abi.h"
 #include "graph/graph.hpp"
 #include "schedule/task_tables.hpp"
 
 namespace weft {
 
-// Values per queue entry and step, as the kernel writes them: wait start, run start, end (global-timer ns), the SM,
-// and the SM clock (clock64) at run start and end.
-inline constexpr size_t kTraceRecordWords = 6;
+// Values per queue entry and step, as the kernel writes them (WEFT_TRACE_RECORD_WORDS in device/task_abi.h).
+inline constexpr size_t kTraceRecordWords = WEFT_TRACE_RECORD_WORDS;
 
 // `records` holds kTraceRecordWords per queue entry and step. Entries never reached (a launch that failed) are
 // zero and left out.
