@@ -64,6 +64,22 @@ weft_status weft_graph_declare_symbol(weft_graph* graph, const char* name, int64
   });
 }
 
+weft_status weft_graph_set_symbol_policy(weft_graph* graph, const char* name, weft_symbol_policy policy,
+                                        const int64_t* buckets, int32_t num_buckets) {
+  return guard("weft_graph_set_symbol_policy", [&] {
+    live_graph(graph, "graph");
+    const std::string n = require_str(name, "name");
+    const int32_t id = graph->graph.symbols().find(n);
+    if (id < 0) invalid("symbol '" + n + "' is not declared in graph '" + graph->graph.name() + "'");
+    if (num_buckets < 0) invalid("num_buckets is " + std::to_string(num_buckets) + "; expected >= 0");
+    if (num_buckets > 0 && !buckets) invalid("buckets is NULL with num_buckets " + std::to_string(num_buckets));
+    if (num_buckets > 4096) invalid("num_buckets is " + std::to_string(num_buckets) + "; expected at most 4096");
+    graph->graph.set_symbol_policy(id, static_cast<SymbolPolicy>(policy),
+                                   std::vector<int64_t>(buckets, buckets + (num_buckets > 0 ? num_buckets : 0)));
+    ++graph->generation;
+  });
+}
+
 weft_status weft_graph_add_tensor(weft_graph* graph, weft_tensor_kind kind, const char* name, weft_dtype dtype,
                                   const weft_dim* dims, int32_t rank, weft_tensor* out) {
   return guard("weft_graph_add_tensor", [&] {

@@ -1,4 +1,5 @@
 // C API: compiling graphs to megakernels, devices, programs.
+#include <cstddef>
 #include <cstring>
 
 #include "capi/api_common.hpp"
@@ -14,6 +15,16 @@ struct weft_program {
   const weft_graph* graph = nullptr;  // only to decode tensor ids; the program holds its own copy of the graph
   uint32_t graph_uid = 0;
 };
+
+// weft_program_run hands the caller's array to the launch plan as PlanBinding: the layouts must be one.
+static_assert(sizeof(PlanBinding) == sizeof(weft_binding));
+static_assert(offsetof(PlanBinding, tensor) == offsetof(weft_binding, tensor));
+static_assert(offsetof(PlanBinding, data) == offsetof(weft_binding, value.data));
+static_assert(offsetof(PlanBinding, dtype) == offsetof(weft_binding, value.dtype));
+static_assert(offsetof(PlanBinding, rank) == offsetof(weft_binding, value.rank));
+static_assert(offsetof(PlanBinding, shape) == offsetof(weft_binding, value.shape));
+static_assert(offsetof(PlanBinding, strides) == offsetof(weft_binding, value.strides));
+static_assert(sizeof(weft_dtype) == sizeof(int32_t));
 
 namespace weft::capi {
 
@@ -88,6 +99,11 @@ weft_status weft_program_create(const weft_graph* graph, const weft_program_opti
     po.arch = o.arch ? o.arch : "";
     po.watchdog_ms = o.watchdog_ms;
     po.use_cache = o.disable_cache == 0;
+    if (o.max_loaded_kernels < 0)
+      invalid("max_loaded_kernels is " + std::to_string(o.max_loaded_kernels) + "; expected 0 (default: 8) or more");
+    po.max_loaded_kernels = o.max_loaded_kernels > 0 ? o.max_loaded_kernels : 8;
+    po.lazy = o.lazy != 0;
+    po.tensor_tag = graph->uid;
     if (o.watchdog_ms < 0) invalid("watchdog_ms is " + std::to_string(o.watchdog_ms) + "; expected 0 (default) or more");
     auto p = std::make_unique<weft_program>();
     p->program = std::make_unique<Program>(DeviceContext::open(o.device_ordinal), graph->graph, po);
@@ -108,6 +124,12 @@ weft_status weft_program_run(weft_program* program, const weft_binding* bindings
     live_program(program);
     if (num_bindings < 0) invalid("num_bindings is " + std::to_string(num_bindings) + "; expected >= 0");
     if (num_bindings > 0 && !bindings) invalid("bindings is NULL with num_bindings " + std::to_string(num_bindings));
+    // The fast path: the launch plan reads the caller's array as it is; only when it finds a fault do the
+    // checks below run again, for the message.
+    bool plain = true;  // the plan reads `rank` shape entries; a NULL shape takes the checked path
+    for (int32_t i = 0; i < num_bindings && plain; ++i) plain = bindings[i].value.rank <= 0 || bindings[i].value.shape;
+    if (plain && program->program->run_planned(reinterpret_cast<const PlanBinding*>(bindings), num_bindings, static_cast<CUstream>(stream)))
+      return;
     const Graph& g = program->program->graph();
     std::vector<DeviceBinding> db;
     db.reserve(static_cast<size_t>(num_bindings));
@@ -126,6 +148,28 @@ weft_status weft_program_run(weft_program* program, const weft_binding* bindings
       db.push_back(std::move(d));
     }
     program->program->run(db, static_cast<CUstream>(stream));
+  });
+}
+
+weft_status weft_program_get_stats(weft_program* program, weft_program_stats* out) {
+  return guard("weft_program_get_stats", [&] {
+    live_program(program);
+    require_out(out, "out");
+    if (out->struct_size < sizeof(weft_program_stats))
+      invalid("out->struct_size is " + std::to_string(out->struct_size) + "; expected sizeof(weft_program_stats)");
+    const ProgramStats s = program->program->stats();
+    weft_program_stats r{};
+    r.struct_size = sizeof r;
+    r.compiles = s.compiles;
+    r.cache_loads = s.cache_loads;
+    r.evictions = s.evictions;
+    r.generic_runs = s.generic_runs;
+    r.pending = s.pending;
+    r.loaded = s.loaded;
+    r.host_jit = s.host_jit ? 1 : 0;
+    r.host_jit_cache_hit = s.host_jit_cache_hit ? 1 : 0;
+    r.host_jit_ms = s.host_jit_ms;
+    *out = r;
   });
 }
 

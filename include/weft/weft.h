@@ -160,6 +160,28 @@ WEFT_API void weft_graph_destroy(weft_graph* graph);
 WEFT_API weft_status weft_graph_declare_symbol(weft_graph* graph, const char* name, int64_t min_value,
                                                int64_t max_value);
 
+/* How a program specializes its kernels for a symbol's values.
+ * A kernel compiled for a value U can serve any smaller value by masking (skipping the tiles past it) when the
+ * symbol is dim 0 of every tensor it sizes and no op combines values across it (no reduction, slice or
+ * concatenation along it): a batch dim, typically. Such a symbol is "maskable". */
+typedef enum weft_symbol_policy {
+  WEFT_SYMBOL_AUTO = 0,    /* BUCKETS (powers of two) when maskable, else EXACT (the default) */
+  WEFT_SYMBOL_EXACT = 1,   /* one kernel per value */
+  WEFT_SYMBOL_BUCKETS = 2, /* one kernel per bucket; a value runs on the kernel of the first bucket >= it */
+  WEFT_SYMBOL_RUNTIME = 3, /* one kernel (compiled at the maximum) for every value: a value never compiles */
+  WEFT_SYMBOL_POLICY_MAX_ENUM_ = 0x7fffffff
+} weft_symbol_policy;
+
+/* Sets how programs specialize for symbol `name`. For WEFT_SYMBOL_BUCKETS, `buckets` holds `num_buckets`
+ * ascending upper bounds within the symbol's range (the maximum is added when missing); num_buckets == 0 (and
+ * buckets NULL) means powers of two. BUCKETS and RUNTIME need a maskable symbol (first 8 symbols of a graph):
+ * weft_program_create refuses others, naming the op and tensor in the way. Saved in the graph's JSON; not part
+ * of its hash (the kernels for one value are the same under every policy).
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (unknown symbol or policy, buckets with another policy, a bucket
+ * outside the range or not ascending). */
+WEFT_API weft_status weft_graph_set_symbol_policy(weft_graph* graph, const char* name, weft_symbol_policy policy,
+                                                  const int64_t* buckets, int32_t num_buckets);
+
 /* Adds a tensor that the caller binds at each run. `kind` is INPUT, WEIGHT or STATE; `name` must be
  * non-empty and unique in the graph; `dims` holds `rank` dims (0 <= rank <= WEFT_MAX_RANK, dims may be
  * NULL when rank is 0). Every fixed dim must be >= 1 and every symbol declared.
@@ -429,6 +451,11 @@ typedef struct weft_program_options {
   const char* arch;       /* NULL: the device's own */
   int32_t watchdog_ms;    /* 0: $WEFT_WATCHDOG_MS, else 5000 */
   int32_t disable_cache;  /* nonzero: no kernel cache */
+  int32_t max_loaded_kernels; /* specializations kept loaded on the device (least recently used unloaded
+                                 beyond it); 0: 8 */
+  int32_t lazy;               /* nonzero: a run whose specialization is not loaded yet runs on the generic
+                                 kernel (every maskable symbol at its maximum) while the specialization compiles
+                                 on a background thread, instead of waiting for the compile */
 } weft_program_options;
 
 /* Creates a program for `graph` (copied: later changes to the graph do not affect it). Kernels are compiled per
@@ -443,12 +470,31 @@ WEFT_API void weft_program_destroy(weft_program* program);
 
 /* Runs the graph once on `stream` (a CUstream; NULL is the legacy default stream). Every INPUT, WEIGHT, STATE
  * and output tensor is bound once to dense device memory (caller-owned, valid until the run completes).
- * Checks dtypes, shapes and symbol ranges before launching; compiles (or loads from the cache) the kernel for
- * a new shape, which blocks; otherwise does no host synchronization. Device-side failures (the watchdog, an id
+ * Checks dtypes, shapes and symbol ranges before launching (with JIT-compiled host code where available);
+ * compiles (or loads from the cache) the kernel for a new specialization (see weft_symbol_policy), which blocks
+ * unless the program is lazy; otherwise does no host synchronization. Device-side failures (the watchdog, an id
  * or position out of range) are reported by the next weft_program_synchronize.
  * Thread-safety: calls on one program are serialized; run a program on one stream at a time. */
 WEFT_API weft_status weft_program_run(weft_program* program, const weft_binding* bindings, int32_t num_bindings,
                                       void* stream);
+
+/* What a program has done so far. */
+typedef struct weft_program_stats {
+  size_t struct_size;       /* set by the caller to sizeof(weft_program_stats) */
+  int64_t compiles;         /* specializations compiled (kernel cache misses) */
+  int64_t cache_loads;      /* specializations loaded from the kernel cache */
+  int64_t evictions;        /* specializations unloaded to stay within max_loaded_kernels */
+  int64_t generic_runs;     /* lazy mode: runs served by the generic kernel while theirs compiled */
+  int64_t pending;          /* specializations compiling in the background now */
+  int64_t loaded;           /* specializations loaded now */
+  int32_t host_jit;         /* nonzero: runs are checked and planned by JIT-compiled host code (LLVM ORC) */
+  int32_t host_jit_cache_hit; /* nonzero: that code's object was loaded from the kernel cache */
+  double host_jit_ms;       /* generating + compiling (or loading) it, at weft_program_create */
+} weft_program_stats;
+
+/* Fills *out (out->struct_size must be set). Finished background compiles are taken in first.
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT. Thread-safety: as weft_program_run. */
+WEFT_API weft_status weft_program_get_stats(weft_program* program, weft_program_stats* out);
 
 /* Waits for `stream` and reports a device-side failure of an earlier run: WEFT_ERROR_DEADLOCK (the watchdog
  * stopped a task that waited longer than the bound; the message names the task and the event) or

@@ -11,6 +11,8 @@
 
 #define WEFT_TASK_MAX_INPUTS 6
 #define WEFT_TASK_MAX_DIMS 16
+// Symbols whose values a kernel receives at run time (weft_symbol_values); later ones are specialized exactly.
+#define WEFT_MAX_SYMBOLS 8
 
 // weft dtype codes (equal to the C API's weft_dtype).
 #define WEFT_DEV_BF16 0
@@ -45,8 +47,17 @@ struct weft_task {
   int wait_count;
   int notify_begin;  // first entry in the notify table (event indices)
   int notify_count;
-  int pad_;
+  // Masking (graph/symbol_masking.hpp): -1, or symbol | (axis << 8). The tile is cut to the first
+  // value * clip_unit rows (axis 0) or columns (axis 1) of its view, where value is the symbol's value in
+  // this run (weft_symbol_values); a tile entirely past them runs nothing but still waits and notifies.
+  int clip;
+  long long clip_unit;
   weft_task_args args;
+};
+
+// The symbols' values of one run, a kernel parameter: a kernel compiled for a bucket serves every value in it.
+struct weft_symbol_values {
+  long long v[WEFT_MAX_SYMBOLS];
 };
 
 // Wait until events[event] >= count * epoch (counters only grow, across launches).

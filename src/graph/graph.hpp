@@ -49,6 +49,9 @@ class Graph {
   const std::vector<TensorId>& outputs() const { return outputs_; }
 
   int32_t declare_symbol(const std::string& name, int64_t min, int64_t max) { return symbols_.declare(name, min, max); }
+  void set_symbol_policy(int32_t id, SymbolPolicy policy, std::vector<int64_t> buckets) {
+    symbols_.set_policy(id, policy, std::move(buckets));
+  }
 
   // Adds a bound tensor (input, weight or state).
   TensorId add_tensor(TensorKind kind, const std::string& name, DType dtype, const Shape& shape);

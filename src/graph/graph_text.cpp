@@ -10,7 +10,12 @@ std::string graph_to_text(const Graph& g) {
   const SymbolTable& syms = g.symbols();
   auto type_str = [&](const TensorDesc& t) { return syms.shape_str(t.type.shape) + " " + std::string(dtype_name(t.type.dtype)); };
   os << "graph '" << g.name() << "'  hash " << hash_hex(graph_hash(g)) << "\n";
-  for (const Symbol& s : syms.all()) os << "  symbol " << s.name << " in [" << s.min << ", " << s.max << "]\n";
+  for (const Symbol& s : syms.all()) {
+    os << "  symbol " << s.name << " in [" << s.min << ", " << s.max << "]";
+    if (s.policy != SymbolPolicy::automatic) os << " " << symbol_policy_name(s.policy);
+    for (size_t i = 0; i < s.buckets.size(); ++i) os << (i ? ", " : " {") << s.buckets[i] << (i + 1 == s.buckets.size() ? "}" : "");
+    os << "\n";
+  }
   for (const TensorDesc& t : g.tensors())
     if (t.kind != TensorKind::intermediate) os << "  " << tensor_kind_name(t.kind) << " " << t.name << " " << type_str(t) << "\n";
   for (const Node& n : g.nodes()) {

@@ -83,7 +83,13 @@ nlohmann::json graph_to_json(const Graph& g) {
   j["version"] = kGraphFormatVersion;
   j["name"] = g.name();
   j["symbols"] = nlohmann::json::array();
-  for (const Symbol& s : g.symbols().all()) j["symbols"].push_back({{"name", s.name}, {"min", s.min}, {"max", s.max}});
+  for (const Symbol& s : g.symbols().all()) {
+    nlohmann::json sj = {{"name", s.name}, {"min", s.min}, {"max", s.max}};
+    // Written only when set, so graphs without policies read back in older weft versions.
+    if (s.policy != SymbolPolicy::automatic) sj["policy"] = symbol_policy_name(s.policy);
+    if (!s.buckets.empty()) sj["buckets"] = s.buckets;
+    j["symbols"].push_back(std::move(sj));
+  }
   j["tensors"] = nlohmann::json::array();
   j["ops"] = nlohmann::json::array();
   for (const TensorDesc& t : g.tensors()) {
@@ -125,7 +131,19 @@ Graph graph_from_json(const std::string& text) {
     const std::string p = "$.symbols[" + std::to_string(i++) + "]";
     const std::string name = get_string(field(s, p, "name"), p + ".name");
     const int64_t mn = get_int(field(s, p, "min"), p + ".min"), mx = get_int(field(s, p, "max"), p + ".max");
-    at_path(p, [&] { return g.declare_symbol(name, mn, mx); });
+    const int32_t id = at_path(p, [&] { return g.declare_symbol(name, mn, mx); });
+    if (s.contains("policy") || s.contains("buckets")) {
+      const std::string policy = s.contains("policy") ? get_string(s["policy"], p + ".policy") : "buckets";
+      const auto parsed = parse_symbol_policy(policy);
+      if (!parsed) invalid("graph JSON: " + p + ".policy is '" + policy + "'; expected auto, exact, buckets or runtime");
+      std::vector<int64_t> buckets;
+      if (s.contains("buckets"))
+        for (const auto& b : get_array(s["buckets"], p + ".buckets")) buckets.push_back(get_int(b, p + ".buckets[]"));
+      at_path(p, [&] {
+        g.set_symbol_policy(id, *parsed, buckets);
+        return 0;
+      });
+    }
   }
   i = 0;
   for (const auto& t : get_array(field(j, "$", "tensors"), "$.tensors")) {

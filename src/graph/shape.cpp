@@ -22,8 +22,62 @@ int32_t SymbolTable::declare(const std::string& name, int64_t min, int64_t max) 
   if (min < 1) invalid("symbol '" + name + "': min " + std::to_string(min) + " must be >= 1 (dims are never 0)");
   if (max < min)
     invalid("symbol '" + name + "': range [" + std::to_string(min) + ", " + std::to_string(max) + "] is empty; expected min <= max");
-  symbols_.push_back(Symbol{name, min, max});
+  symbols_.push_back(Symbol{name, min, max, SymbolPolicy::automatic, {}});
   return static_cast<int32_t>(symbols_.size() - 1);
+}
+
+const char* symbol_policy_name(SymbolPolicy p) {
+  switch (p) {
+    case SymbolPolicy::exact: return "exact";
+    case SymbolPolicy::buckets: return "buckets";
+    case SymbolPolicy::runtime: return "runtime";
+    default: return "auto";
+  }
+}
+
+std::optional<SymbolPolicy> parse_symbol_policy(const std::string& name) {
+  for (SymbolPolicy p : {SymbolPolicy::automatic, SymbolPolicy::exact, SymbolPolicy::buckets, SymbolPolicy::runtime})
+    if (name == symbol_policy_name(p)) return p;
+  return std::nullopt;
+}
+
+void SymbolTable::set_policy(int32_t id, SymbolPolicy policy, std::vector<int64_t> buckets) {
+  Symbol& s = symbols_.at(static_cast<size_t>(id));
+  const auto p = static_cast<int32_t>(policy);
+  if (p < 0 || p > static_cast<int32_t>(SymbolPolicy::runtime))
+    invalid("symbol '" + s.name + "': policy " + std::to_string(p) + " is not AUTO, EXACT, BUCKETS or RUNTIME");
+  if (!buckets.empty() && policy != SymbolPolicy::buckets)
+    invalid("symbol '" + s.name + "': a bucket list is only for the BUCKETS policy");
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    if (buckets[i] < s.min || buckets[i] > s.max)
+      invalid("symbol '" + s.name + "': bucket " + std::to_string(i) + " is " + std::to_string(buckets[i]) +
+              "; expected a value in [" + std::to_string(s.min) + ", " + std::to_string(s.max) + "]");
+    if (i && buckets[i] <= buckets[i - 1])
+      invalid("symbol '" + s.name + "': bucket " + std::to_string(i) + " is " + std::to_string(buckets[i]) +
+              ", not above the one before (" + std::to_string(buckets[i - 1]) + "); expected ascending bounds");
+  }
+  if (!buckets.empty() && buckets.back() != s.max) buckets.push_back(s.max);
+  s.policy = policy;
+  s.buckets = std::move(buckets);
+}
+
+std::vector<int64_t> specialization_buckets(const Symbol& s, SymbolPolicy policy) {
+  switch (policy) {
+    case SymbolPolicy::runtime:
+      return {s.max};
+    case SymbolPolicy::buckets: {
+      if (!s.buckets.empty()) return s.buckets;
+      std::vector<int64_t> out;
+      for (int64_t p = 1; p < s.max; p *= 2) {
+        if (p >= s.min) out.push_back(p);
+        if (p > s.max / 2) break;
+      }
+      out.push_back(s.max);
+      return out;
+    }
+    default:
+      return {};
+  }
 }
 
 int32_t SymbolTable::find(const std::string& name) const {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,10 +11,24 @@ namespace weft {
 
 inline constexpr int kMaxRank = 8;
 
+// How a program specializes kernels for a symbol's values (weft_symbol_policy in weft.h).
+enum class SymbolPolicy : int32_t {
+  automatic = 0,  // buckets when the kernel can mask the symbol's tail (graph/symbol_masking.hpp), else exact
+  exact = 1,      // one kernel per value
+  buckets = 2,    // one kernel per bucket (its upper bound), the tail masked on the device
+  runtime = 3,    // one kernel for every value (compiled at max), the value a kernel parameter
+};
+
+const char* symbol_policy_name(SymbolPolicy p);  // "auto", "exact", "buckets", "runtime"
+std::optional<SymbolPolicy> parse_symbol_policy(const std::string& name);
+
 struct Symbol {
   std::string name;
   int64_t min = 1;
   int64_t max = 1;
+  SymbolPolicy policy = SymbolPolicy::automatic;
+  std::vector<int64_t> buckets;  // policy buckets: ascending upper bounds in [min, max], the last == max;
+                                 // empty: powers of two
 };
 
 // A dim is either fixed (symbol < 0, value >= 1) or the graph's symbol number `symbol` (value unused, 0).
@@ -33,6 +48,9 @@ class SymbolTable {
  public:
   // Declares a symbol; throws on a bad name, an empty range or a duplicate.
   int32_t declare(const std::string& name, int64_t min, int64_t max);
+  // Sets a symbol's specialization policy; `buckets` (policy buckets only; empty: powers of two) must be
+  // ascending values in [min, max]; max is appended when missing. Throws on a bad list.
+  void set_policy(int32_t id, SymbolPolicy policy, std::vector<int64_t> buckets);
   // -1 if unknown.
   int32_t find(const std::string& name) const;
   const Symbol& at(int32_t id) const { return symbols_.at(static_cast<size_t>(id)); }
@@ -49,6 +67,10 @@ class SymbolTable {
  private:
   std::vector<Symbol> symbols_;
 };
+
+// The upper bounds a symbol is specialized for under `policy` (never automatic): empty for exact (each value
+// is its own), {max} for runtime, the symbol's list or the powers of two in [min, max) plus max for buckets.
+std::vector<int64_t> specialization_buckets(const Symbol& s, SymbolPolicy policy);
 
 // Concrete values of the symbols during one run, indexed by symbol id (0 = not yet known).
 using SymbolValues = std::vector<int64_t>;

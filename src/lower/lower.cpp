@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "device/config.cuh"
+#include "graph/symbol_masking.hpp"
 #include "lower/op_lowering.hpp"
 
 namespace weft {
@@ -41,6 +42,20 @@ void estimate_cost(const Graph& g, const Node& n, const OpLowering& rule, const 
     for (const Region& r : rule.reads(c, k, t.tile))
       t.bytes += elem_bytes(g, n.inputs[k], (r.row1 - r.row0) * (r.col1 - r.col0));
   }
+}
+
+// How a node's tiles are masked (weft_task::clip) when its output's dim 0 is a maskable symbol: rows of the
+// view (columns for a rank-1 output), in units of the rows one value of the symbol spans. Argmax tiles count
+// rows of its input.
+std::pair<int32_t, int64_t> node_clip(const Node& n, const LowerCtx& c, const std::vector<bool>& maskable, const Graph& g) {
+  const Shape& out = g.tensor(n.output).type.shape;
+  if (out.empty() || out[0].is_fixed() || !maskable[static_cast<size_t>(out[0].symbol)]) return {-1, 0};
+  const int32_t sym = out[0].symbol;
+  const std::vector<int64_t>& rows_of = n.op->name == "argmax" ? c.in_shape(0) : c.out_shape();
+  if (rows_of.size() == 1) return {sym | (1 << 8), 1};
+  int64_t unit = 1;
+  for (size_t i = 1; i + 1 < rows_of.size(); ++i) unit *= rows_of[i];
+  return {sym, unit};
 }
 
 }  // namespace
@@ -145,6 +160,9 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
   }
 
   // Tasks, their reads and waits.
+  std::vector<bool> maskable(g.symbols().size(), false);
+  for (size_t s = 0; s < maskable.size() && s < WEFT_MAX_SYMBOLS; ++s)
+    maskable[s] = masking_obstacle(g, static_cast<int32_t>(s)).empty();
   std::map<TensorId, int32_t> state_writer;  // state tensor -> the node that writes it
   for (size_t n = 0; n < nodes.size(); ++n)
     for (int w : nodes[n].op->writes_operands)
@@ -156,6 +174,7 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
     const OpLowering* rule = find_lowering(node.op->name);
     LowerCtx c(g, node, tg.shapes, options);
     const TileGrid& grid = tg.grids[n];
+    const auto [clip, clip_unit] = node_clip(node, c, maskable, g);
     tg.first_task.push_back(static_cast<int32_t>(tg.tasks.size()));
     for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)
       for (int64_t ct = 0; ct < grid.col_tiles(); ++ct) {
@@ -163,6 +182,8 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
         t.node = static_cast<int32_t>(n);
         t.tile = grid.tile(rb, ct);
         t.dev_op = rule->dev_op;
+        t.clip = clip;
+        t.clip_unit = clip_unit;
         t.args.out = node.output;
         for (int k = 0; k < WEFT_TASK_MAX_INPUTS; ++k) t.args.in[k] = -1;
         for (size_t k = 0; k < node.inputs.size() && k < WEFT_TASK_MAX_INPUTS; ++k) t.args.in[k] = node.inputs[k];

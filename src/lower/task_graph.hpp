@@ -62,6 +62,8 @@ struct Task {
   Region tile;
   weft_task_args args{};
   int32_t dev_op = 0;
+  int32_t clip = -1;       // weft_task::clip: masking by a symbol's run-time value
+  int64_t clip_unit = 0;
   std::vector<TaskWait> waits;
   std::vector<int32_t> notifies;
   double bytes = 0;  // estimated memory traffic

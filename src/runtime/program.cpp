@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 
 #include "codegen/kernel_source.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "device/config.cuh"
+#include "graph/symbol_masking.hpp"
 #include "reference/buffer.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/trace_export.hpp"
@@ -31,6 +33,13 @@ struct Program::Variant {
   size_t trace_bytes = 0;
   CUevent done = nullptr;  // recorded after the last launch
   bool launched = false;
+  uint64_t last_used = 0;  // LRU stamp
+  std::vector<std::pair<size_t, CUdeviceptr>> arena_slots;  // (tensor, address) of every arena tensor
+};
+
+// A specialization compiling (and loading) on a background thread in lazy mode.
+struct Program::Pending {
+  std::future<std::unique_ptr<Variant>> result;
 };
 
 namespace {
@@ -75,6 +84,32 @@ Program::Program(std::shared_ptr<DeviceContext> device, Graph graph, const Progr
   timeout_cycles_ = static_cast<long long>(watchdog_ms(options_.watchdog_ms)) * device_->clock_khz();
   if (const char* trace = std::getenv("WEFT_TRACE")) trace_path_ = trace;
   if (const char* tune = std::getenv("WEFT_TUNE")) tuning_ = static_cast<unsigned int>(std::strtoul(tune, nullptr, 0));
+  if (options_.max_loaded_kernels < 1) invalid("max_loaded_kernels is " + std::to_string(options_.max_loaded_kernels) + "; expected >= 1");
+  for (size_t s = 0; s < graph_.symbols().size(); ++s) {
+    const auto id = static_cast<int32_t>(s);
+    buckets_.push_back(specialization_buckets(graph_.symbols().at(id), effective_symbol_policy(graph_, id)));
+  }
+  plan_tables_ = make_launch_plan_tables(graph_, buckets_, options_.tensor_tag);
+  if (const char* env = std::getenv("WEFT_HOST_JIT"); env && std::string(env) == "0") options_.host_jit = false;
+  if (options_.host_jit) {
+    std::string why;
+    try {
+      plan_jit_ = compile_launch_plan(plan_tables_, cache_.get(), &why);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (plan_jit_) {
+      plan_fn_ = plan_jit_->function();
+      stats_.host_jit = true;
+      stats_.host_jit_cache_hit = plan_jit_->stats().object_cache_hit;
+      stats_.host_jit_ms = plan_jit_->stats().jit_ms;
+    } else if (host_jit_available()) {
+      log_warning("host JIT unavailable, runs are planned by the interpreter: " + why);
+    }
+  }
+  plan_slots_.assign(graph_.tensors().size(), nullptr);
+  plan_symbols_.assign(graph_.symbols().size(), 0);
+  plan_compile_.assign(graph_.symbols().size(), 0);
   DeviceContext::Scope scope(*device_);
   const DriverApi& d = driver();
   void* host = nullptr;
@@ -87,6 +122,8 @@ Program::Program(std::shared_ptr<DeviceContext> device, Graph graph, const Progr
 
 Program::~Program() {
   try {
+    wait_for_pending();
+    adopt_finished();
     DeviceContext::Scope scope(*device_);
     write_trace();
     for (auto& [values, v] : variants_) free_variant(*v);
@@ -112,9 +149,8 @@ void Program::free_variant(Variant& v) noexcept {
   if (v.module) d.module_unload(v.module);
 }
 
-Program::Variant& Program::variant_for(const SymbolValues& values) {
-  auto it = variants_.find(values);
-  if (it != variants_.end()) return *it->second;
+std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& values) {
+  DeviceContext::Scope scope(*device_);
   CompileRequest req;
   req.arch = options_.arch;
   req.num_sms = device_->sm_count();
@@ -153,17 +189,113 @@ Program::Variant& Program::variant_for(const SymbolValues& values) {
     const auto arena_bytes = static_cast<size_t>(std::max<int64_t>(v->compiled.arena_bytes, 256));
     check_cu(d.mem_alloc(&v->arena, arena_bytes), "cuMemAlloc (arena of " + std::to_string(arena_bytes) + " bytes)");
     check_cu(d.event_create(&v->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    for (size_t i = 0; i < v->compiled.arena_offsets.size(); ++i)
+      if (v->compiled.arena_offsets[i] >= 0) v->arena_slots.emplace_back(i, v->arena + static_cast<CUdeviceptr>(v->compiled.arena_offsets[i]));
   } catch (...) {
     free_variant(*v);
     throw;
   }
-  return *variants_.emplace(values, std::move(v)).first->second;
+  return v;
+}
+
+Program::Variant& Program::variant_for(const SymbolValues& values) {
+  auto it = variants_.find(values);
+  if (it != variants_.end()) return *it->second;
+  std::unique_ptr<Variant> v = build_variant(values);
+  ++(v->compiled.cache_hit ? stats_.cache_loads : stats_.compiles);
+  Variant& out = *variants_.emplace(values, std::move(v)).first->second;
+  evict_beyond(static_cast<size_t>(options_.max_loaded_kernels), &out);
+  return out;
+}
+
+void Program::evict_beyond(size_t keep, const Variant* in_use) {
+  while (variants_.size() > keep) {
+    auto victim = variants_.end();
+    for (auto it = variants_.begin(); it != variants_.end(); ++it)
+      if (it->second.get() != in_use && (victim == variants_.end() || it->second->last_used < victim->second->last_used)) victim = it;
+    if (victim == variants_.end()) return;
+    Variant* v = victim->second.get();
+    free_variant(*v);  // waits for its last launch
+    if (last_ == v) last_ = nullptr;
+    if (traced_ == v) traced_ = nullptr;
+    variants_.erase(victim);
+    ++stats_.evictions;
+  }
+}
+
+void Program::adopt_finished() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second->result.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      ++it;
+      continue;
+    }
+    try {
+      std::unique_ptr<Variant> v = it->second->result.get();
+      ++(v->compiled.cache_hit ? stats_.cache_loads : stats_.compiles);
+      variants_.emplace(it->first, std::move(v));
+    } catch (const std::exception& e) {
+      // Runs stay on the generic kernel, which is correct for every value; a later run retries.
+      log_warning("graph '" + graph_.name() + "': background specialization failed: " + e.what());
+    }
+    it = pending_.erase(it);
+  }
+}
+
+void Program::wait_for_pending() {
+  for (auto& [values, p] : pending_) p->result.wait();
+}
+
+Program::Variant& Program::variant_for_run(const SymbolValues& values) {
+  if (!pending_.empty()) adopt_finished();
+  auto it = variants_.find(values);
+  Variant* v = nullptr;
+  if (it != variants_.end()) {
+    v = it->second.get();
+  } else if (options_.lazy) {
+    // The generic kernel: every masked symbol at the top of its range serves any value.
+    SymbolValues generic = values;
+    for (size_t s = 0; s < generic.size(); ++s)
+      if (!buckets_[s].empty()) generic[s] = buckets_[s].back();
+    if (generic != values) {
+      if (!pending_.count(values)) {
+        auto p = std::make_unique<Pending>();
+        p->result = std::async(std::launch::async, [this, values] { return build_variant(values); });
+        pending_.emplace(values, std::move(p));
+      }
+      v = &variant_for(generic);  // compiles only the first time
+      ++stats_.generic_runs;
+    }
+  }
+  if (!v) v = &variant_for(values);
+  v->last_used = ++use_clock_;
+  if (variants_.size() > static_cast<size_t>(options_.max_loaded_kernels)) evict_beyond(static_cast<size_t>(options_.max_loaded_kernels), v);
+  return *v;
+}
+
+SymbolValues Program::compile_values_of(const SymbolValues& values) const {
+  SymbolValues out = values;
+  for (size_t s = 0; s < out.size(); ++s)
+    for (int64_t b : buckets_[s])
+      if (b >= values[s]) {
+        out[s] = b;
+        break;
+      }
+  return out;
+}
+
+ProgramStats Program::stats() {
+  std::lock_guard lock(mutex_);
+  adopt_finished();
+  ProgramStats s = stats_;
+  s.pending = static_cast<int64_t>(pending_.size());
+  s.loaded = static_cast<int64_t>(variants_.size());
+  return s;
 }
 
 const CompileResult& Program::specialize(const SymbolValues& values) {
   std::lock_guard lock(mutex_);
   DeviceContext::Scope scope(*device_);
-  return variant_for(resolve_symbols(graph_, values)).compiled;
+  return variant_for(compile_values_of(resolve_symbols(graph_, values))).compiled;
 }
 
 void Program::run(std::span<const DeviceBinding> bindings, CUstream stream) { launch(bindings, nullptr, stream); }
@@ -244,23 +376,38 @@ void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest*
   for (const DeviceBinding& b : bindings)
     if (!b.view.strides.empty() && b.view.strides != dense_strides(b.view.shape))
       invalid(binding_label(graph_.tensor(b.tensor)) + " is bound with non-contiguous strides; the device needs dense row-major memory");
-  const auto& bound = bt.views;
-  const SymbolValues& values = bt.symbols;
+  std::vector<void*> slots(tensors.size(), nullptr);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (bt.views[i]) slots[i] = bt.views[i]->data;
+  launch_resolved(bt.symbols, compile_values_of(bt.symbols), slots, &bt.views, loop, stream);
+}
 
+bool Program::run_planned(const PlanBinding* bindings, int32_t num_bindings, CUstream stream) {
+  std::lock_guard lock(mutex_);
+  const int32_t code = plan_fn_ ? plan_fn_(bindings, num_bindings, plan_slots_.data(), plan_symbols_.data(), plan_compile_.data(), plan_error_)
+                                : run_launch_plan_reference(plan_tables_, bindings, num_bindings, plan_slots_.data(),
+                                                            plan_symbols_.data(), plan_compile_.data(), plan_error_);
+  if (code != 0) return false;
+  launch_resolved(plan_symbols_, plan_compile_, plan_slots_, nullptr, nullptr, stream);
+  return true;
+}
+
+void Program::launch_resolved(const SymbolValues& values, const SymbolValues& compile_values, std::vector<void*>& slots,
+                              const std::vector<const TensorView*>* bound_views, const LoopRequest* loop, CUstream stream) {
   DeviceContext::Scope scope(*device_);
   if (error_host_[0] != 0)
     invalid("a previous run failed on the device and was not reported yet; call weft_program_synchronize first");
-  Variant& v = variant_for(values);
-  std::vector<void*> slots(tensors.size(), nullptr);
-  for (size_t i = 0; i < tensors.size(); ++i)
-    slots[i] = bound[i] ? bound[i]->data
-                        : reinterpret_cast<void*>(v.arena + static_cast<CUdeviceptr>(std::max<int64_t>(v.compiled.arena_offsets[i], 0)));
+  Variant& v = variant_for_run(compile_values);
+  for (const auto& [tensor, address] : v.arena_slots) slots[tensor] = reinterpret_cast<void*>(address);
+  weft_symbol_values symbols{};
+  for (size_t s = 0; s < values.size() && s < WEFT_MAX_SYMBOLS; ++s) symbols.v[s] = values[s];
   const DriverApi& d = driver();
   weft_loop lp{};
   lp.barrier = reinterpret_cast<unsigned int*>(v.events + v.events_bytes - sizeof(unsigned int));
   lp.barrier_base = v.barriers;
   size_t n_bytes = 0;  // one step's feedback tokens
   if (loop) {
+    const auto& bound = *bound_views;
     n_bytes = prepare_loop(v, slots, bound, *loop, stream);
     lp.step_slots = reinterpret_cast<void* const*>(v.loop_slots);
     lp.steps = loop->steps;
@@ -285,7 +432,7 @@ void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest*
   }
   unsigned int tuning = tuning_;
   void* params[] = {&v.tasks, &v.waits, &v.notifies, &v.queue_offsets, &v.queue_tasks, &v.events,
-                    slots.data(), &epoch, &timeout, &error, &error_info, &lp, &trace, &tuning};
+                    slots.data(), &epoch, &timeout, &error, &error_info, &lp, &trace, &tuning, &symbols};
   check_cu(d.launch_kernel(v.function, static_cast<unsigned>(v.compiled.tables.num_queues()), 1, 1, WEFT_BLOCK_THREADS, 1, 1,
                            WEFT_SMEM_BYTES, stream, params, nullptr),
            "cuLaunchKernel (megakernel of graph '" + graph_.name() + "')");
@@ -295,7 +442,7 @@ void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest*
     const size_t passes = static_cast<size_t>(steps);
     if (loop->history)
       check_cu(d.memcpy_dtod_async(loop->history, v.loop_tokens + n_bytes, passes * n_bytes, stream), "cuMemcpyDtoDAsync (loop history)");
-    const auto out_ptr = reinterpret_cast<CUdeviceptr>(bound[static_cast<size_t>(loop->feedback_output)]->data);
+    const auto out_ptr = reinterpret_cast<CUdeviceptr>((*bound_views)[static_cast<size_t>(loop->feedback_output)]->data);
     check_cu(d.memcpy_dtod_async(out_ptr, v.loop_tokens + passes * n_bytes, n_bytes, stream), "cuMemcpyDtoDAsync (loop output)");
     if (!v.loop_done) check_cu(d.event_create(&v.loop_done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     check_cu(d.event_record(v.loop_done, stream), "cuEventRecord");

@@ -17,7 +17,9 @@
 #include "graph/graph.hpp"
 #include "graph/bindings.hpp"
 #include "pipeline/compile_graph.hpp"
+#include "host_jit/launch_plan_jit.hpp"
 #include "runtime/device_context.hpp"
+#include "runtime/launch_plan.hpp"
 
 namespace weft {
 
@@ -38,6 +40,25 @@ struct ProgramOptions {
   std::string arch;        // empty: the device's
   int32_t watchdog_ms = 0;  // 0: $WEFT_WATCHDOG_MS, else 5000
   bool use_cache = true;
+  int32_t max_loaded_kernels = 8;  // loaded specializations kept (least recently used unloaded beyond it)
+  // A run whose specialization is not loaded yet uses the generic kernel (every masked symbol at its max)
+  // while the specialization compiles in the background, instead of waiting for it.
+  bool lazy = false;
+  uint32_t tensor_tag = 0;  // high 32 bits of the tensor ids run_planned accepts (the C API's graph uid)
+  bool host_jit = true;     // generate the launch plan with the host JIT when this build has one ($WEFT_HOST_JIT=0: no)
+};
+
+// What a program has done so far (weft_program_stats).
+struct ProgramStats {
+  int64_t compiles = 0;         // specializations compiled (cache misses)
+  int64_t cache_loads = 0;      // specializations taken from the kernel cache
+  int64_t evictions = 0;        // loaded specializations unloaded by the LRU bound
+  int64_t generic_runs = 0;     // runs served by the generic kernel while their specialization compiled
+  int64_t pending = 0;          // specializations compiling in the background now
+  int64_t loaded = 0;           // specializations loaded now
+  bool host_jit = false;        // runs are planned by JIT-compiled code (else by the reference interpreter)
+  bool host_jit_cache_hit = false;
+  double host_jit_ms = 0;
 };
 
 class Program {
@@ -58,6 +79,11 @@ class Program {
   // synchronization once the specialization is loaded.
   void run(std::span<const DeviceBinding> bindings, CUstream stream);
 
+  // The fast path of weft_program_run: the caller's bindings checked by the launch plan (JIT-compiled when
+  // available), then launched. Returns false, launching nothing, when the plan finds the bindings wrong; the
+  // caller then runs the checked path (run) for the message.
+  bool run_planned(const PlanBinding* bindings, int32_t num_bindings, CUstream stream);
+
   // Runs `loop.steps` passes in one launch (multi-step mode). The bound feedback input and counter are read
   // (not written); the bound feedback output receives the last pass's value, other outputs the last pass's
   // values, states carry over from pass to pass. Blocks the host only when the per-step slot table changes
@@ -68,14 +94,28 @@ class Program {
   // the task and event for the watchdog, INVALID_ARGUMENT for an id or position out of range.
   void synchronize(CUstream stream);
 
+  ProgramStats stats();
+  // The value each symbol is compiled for when it has `value` (its bucket's bound; the value itself if exact).
+  const std::vector<std::vector<int64_t>>& buckets() const { return buckets_; }
+  // Blocks until every background compile has finished (tests, benchmarks).
+  void wait_for_pending();
+
   // Test hook: run the next launches with one task's wait count raised so it can never be satisfied (the
   // watchdog must stop it). -1 turns it off.
   void break_task_for_testing(int32_t task) { broken_task_ = task; }
 
  private:
   struct Variant;
-  Variant& variant_for(const SymbolValues& values);
+  struct Pending;
+  std::unique_ptr<Variant> build_variant(const SymbolValues& compile_values);
+  Variant& variant_for(const SymbolValues& compile_values);
+  Variant& variant_for_run(const SymbolValues& compile_values);  // lazy mode and LRU bookkeeping
+  void adopt_finished();
+  void evict_beyond(size_t keep, const Variant* in_use);
+  SymbolValues compile_values_of(const SymbolValues& values) const;
   void launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream);
+  void launch_resolved(const SymbolValues& values, const SymbolValues& compile_values, std::vector<void*>& slots,
+                       const std::vector<const TensorView*>* bound, const LoopRequest* loop, CUstream stream);
   // Checks the loop's tensors, grows its buffers and uploads changed step slot tables; returns the bytes of one
   // step's feedback tokens.
   size_t prepare_loop(Variant& v, const std::vector<void*>& slots, const std::vector<const TensorView*>& bound,
@@ -94,6 +134,16 @@ class Program {
   int32_t traced_steps_ = 0;
   void write_trace() noexcept;
   std::map<SymbolValues, std::unique_ptr<Variant>> variants_;
+  uint64_t use_clock_ = 0;  // LRU: each run stamps its variant
+  std::map<SymbolValues, std::unique_ptr<Pending>> pending_;
+  ProgramStats stats_;
+  std::vector<std::vector<int64_t>> buckets_;  // per symbol: specialization_buckets of its effective policy
+  LaunchPlanTables plan_tables_;
+  std::unique_ptr<LaunchPlanJit> plan_jit_;
+  LaunchPlanFn plan_fn_ = nullptr;
+  std::vector<void*> plan_slots_;  // run_planned's scratch
+  SymbolValues plan_symbols_, plan_compile_;
+  int64_t plan_error_[kPlanErrorInfoWords] = {};
   Variant* last_ = nullptr;
   unsigned int* error_host_ = nullptr;  // mapped pinned memory: [0] code, [1..4] info
   CUdeviceptr error_dev_ = 0;

@@ -9,7 +9,7 @@ namespace weft {
 namespace {
 
 constexpr uint32_t kMagic = 0x54464557;  // "WEFT"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: weft_task::clip
 
 struct Header {
   uint32_t magic, version;
@@ -45,6 +45,8 @@ TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num
     d.wait_count = static_cast<int32_t>(task.waits.size());
     d.notify_begin = static_cast<int32_t>(t.notifies.size());
     d.notify_count = static_cast<int32_t>(task.notifies.size());
+    d.clip = task.clip;
+    d.clip_unit = task.clip_unit;
     d.args = task.args;
     for (const TaskWait& w : task.waits) t.waits.push_back(weft_wait{w.event, w.count});
     t.notifies.insert(t.notifies.end(), task.notifies.begin(), task.notifies.end());
@@ -97,6 +99,8 @@ TaskTables parse_task_tables(const std::string& blob) {
       fail(Status::cache, "task tables: a task has out-of-range indices");
     for (int k = 0; k < WEFT_TASK_MAX_INPUTS; ++k)
       if (!in(d.args.in[k], -1, t.num_slots - 1)) fail(Status::cache, "task tables: a task has an out-of-range input slot");
+    if (d.clip != -1 && (!in(d.clip & 0xff, 0, WEFT_MAX_SYMBOLS - 1) || !in(d.clip >> 8, 0, 1) || d.clip_unit < 1))
+      fail(Status::cache, "task tables: a task is masked by a symbol the kernel does not receive");
   }
   for (const weft_wait& w : t.waits)
     if (!in(w.event, 0, t.num_events - 1)) fail(Status::cache, "task tables: a wait names a missing event");

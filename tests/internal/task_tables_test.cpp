@@ -68,7 +68,7 @@ TEST(TaskTables, DamagedBlobsAreRefused) {
 
 TEST(KernelSource, DispatchesTheUsedOpsOnly) {
   const std::string src = generate_megakernel_source({WEFT_DEV_OP_LINEAR, WEFT_DEV_OP_RMSNORM}, 12);
-  EXPECT_NE(src.find("case WEFT_DEV_OP_LINEAR: weft_dev_linear(&t->args, &env, smem)"), std::string::npos) << src;
+  EXPECT_NE(src.find("case WEFT_DEV_OP_LINEAR: weft_dev_linear(a, &env, smem)"), std::string::npos) << src;
   EXPECT_NE(src.find("case WEFT_DEV_OP_RMSNORM: weft_dev_rmsnorm"), std::string::npos);
   EXPECT_EQ(src.find("weft_dev_attention_decode"), std::string::npos);
   EXPECT_NE(src.find(kMegakernelName), std::string::npos);
