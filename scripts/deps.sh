@@ -2,7 +2,9 @@
 # Installs the build dependencies on Debian 12 / Ubuntu (as root, or with sudo) if any is missing.
 # Quick when everything is already there: it only asks dpkg.
 set -euo pipefail
-packages=(cmake ninja-build g++ pkg-config llvm-14-dev libsqlite3-dev libxxhash-dev libgtest-dev googletest
+# zlib1g-dev: LLVM's CMake package links its static libraries against zlib (ZLIB::ZLIB), which llvm-14-dev
+# does not pull in (libz3-dev, libtinfo-dev and libxml2-dev it does).
+packages=(cmake ninja-build g++ pkg-config llvm-14-dev zlib1g-dev libsqlite3-dev libxxhash-dev libgtest-dev googletest
           libbenchmark-dev nlohmann-json3-dev libdlpack-dev binutils)
 missing=()
 for p in "${packages[@]}"; do

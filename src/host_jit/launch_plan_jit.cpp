@@ -1,9 +1,9 @@
 // The launch plan as machine code. The IR is the reference interpreter (runtime/launch_plan.cpp) with the
-// tables folded in: a loop over the bindings whose `switch` on the tensor index jumps to that tensor's
-// straight-line checks (dtype, rank, dims and symbol ranges as constants), then the missing-tensor checks,
-// the symbol agreement and the bucket choice unrolled in the reference's order. Every failure edge goes to
-// one block that writes error_info from phis. ORC's LLJIT compiles it (codegen at -O2, no IR passes: the IR
-// is emitted already simple, and the passes would cost more time than they save).
+// tables folded in: a loop over the bindings whose `switch` on the tensor index jumps to straight-line checks
+// with that tensor's dtype, rank, dims and symbol ranges as constants, then the missing-tensor checks, the
+// symbol agreement and the bucket choice unrolled in the reference's order. ORC's LLJIT compiles it with
+// codegen at -O2 and no IR passes: the IR is emitted already simple (SSA values, constants folded, nothing
+// to promote), and codegen time, about proportional to the IR's size, is what a cold start pays for.
 //
 // The graph's tag is not folded in: it lives in a global of the object that is written after loading, so
 // that one cached object serves every process whatever tag its graph got.
@@ -18,10 +18,18 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/TargetSelect.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -117,6 +125,11 @@ cache::CacheKey plan_cache_key(const LaunchPlanTables& tables, const std::string
 
 // ---- IR ------------------------------------------------------------------------------------------------
 
+// Codegen time is about proportional to the IR's size, so tensors with the same dtype and dims (a model's
+// layers repeat a few shapes) share one copy of the checks, with the tensor index a run-time value. A group
+// of checks is computed without branches and ends in one unlikely branch to a block that works out, with
+// selects, which check failed first in the reference's order. The shape is read only where the reference
+// reads it: after a failed header check the loads read a stand-in array of zeros, their results ignored.
 class PlanCodegen {
  public:
   PlanCodegen(const LaunchPlanTables& tables, llvm::Module& module)
@@ -125,16 +138,36 @@ class PlanCodegen {
   void emit();
 
  private:
+  using Value = llvm::Value;
+
   llvm::ConstantInt* i64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
-  llvm::Value* field(llvm::Value* binding, unsigned index, llvm::Type* type, const char* name) {
+  llvm::ConstantInt* i64(size_t v) { return b_.getInt64(v); }
+  llvm::ConstantInt* code(PlanError e) { return b_.getInt32(static_cast<uint32_t>(e)); }
+  Value* at(llvm::Type* type, Value* base, uint64_t index) { return b_.CreateConstInBoundsGEP1_64(type, base, index); }
+  Value* field(Value* binding, unsigned index, llvm::Type* type, const char* name) {
     return b_.CreateLoad(type, b_.CreateStructGEP(binding_ty_, binding, index), name);
   }
   llvm::BasicBlock* block(const char* name) { return llvm::BasicBlock::Create(ctx_, name, fn_); }
-  // An edge from the current block to the failure block with these error_info words.
-  void add_failure(PlanError e, llvm::Value* binding, llvm::Value* tensor, int64_t dim, int64_t symbol);
-  // Branches to the failure block when `cond` holds, and continues in a new block otherwise.
-  void fail_if(llvm::Value* cond, PlanError e, llvm::Value* binding, int64_t tensor, int64_t dim, int64_t symbol);
-  void emit_tensor(size_t t, llvm::Value* binding, llvm::Value* binding_index, llvm::BasicBlock* accept);
+  Value* any(const std::vector<Value*>& flags) {
+    Value* r = nullptr;
+    for (Value* f : flags) r = r ? b_.CreateOr(r, f) : f;
+    return r ? r : b_.getFalse();
+  }
+  // Branches to a new block if `bad` (left as the insert point, for the caller to explain), else to `ok`.
+  void branch_if_bad(Value* bad, llvm::BasicBlock* ok) {
+    llvm::BasicBlock* explain = block("bad");
+    b_.CreateCondBr(bad, explain, ok, unlikely_);
+    b_.SetInsertPoint(explain);
+  }
+  // Ends the current block: error_info, then return the code.
+  void exit_failed(Value* code_value, Value* binding, Value* tensor, Value* dim, Value* symbol) {
+    const std::array<Value*, kPlanErrorInfoWords> words = {binding, tensor, dim, symbol};
+    for (size_t w = 0; w < words.size(); ++w) b_.CreateStore(words[w], at(i64_ty_, error_info_, w));
+    b_.CreateRet(code_value);
+  }
+  void emit_tensor(const LaunchPlanTables::Tensor& x, Value* binding, Value* binding_index, Value* index,
+                   llvm::BasicBlock* accept);
+  void emit_missing();
   void emit_symbols();
 
   const LaunchPlanTables& t_;
@@ -146,131 +179,151 @@ class PlanCodegen {
   llvm::Type* i64_ty_ = nullptr;
   llvm::PointerType* i64p_ty_ = nullptr;
   llvm::PointerType* i8p_ty_ = nullptr;
-  llvm::Value *slots_ = nullptr, *symbols_ = nullptr, *compile_values_ = nullptr;
+  Value *slots_ = nullptr, *symbols_ = nullptr, *compile_values_ = nullptr, *error_info_ = nullptr;
   llvm::AllocaInst* shape_of_ = nullptr;  // [num tensors x i64*]: the shape each tensor was bound with
-  llvm::BasicBlock* fail_ = nullptr;
-  llvm::PHINode* fail_phi_[5] = {};  // code, then error_info's four words
+  Value* zeros_ = nullptr;                // i64* to max-rank zeros: the stand-in shape
   llvm::MDNode* unlikely_ = nullptr;
 };
 
-void PlanCodegen::add_failure(PlanError e, llvm::Value* binding, llvm::Value* tensor, int64_t dim, int64_t symbol) {
-  llvm::BasicBlock* from = b_.GetInsertBlock();
-  fail_phi_[0]->addIncoming(b_.getInt32(static_cast<uint32_t>(e)), from);
-  fail_phi_[1]->addIncoming(binding, from);
-  fail_phi_[2]->addIncoming(tensor, from);
-  fail_phi_[3]->addIncoming(i64(dim), from);
-  fail_phi_[4]->addIncoming(i64(symbol), from);
-}
-
-void PlanCodegen::fail_if(llvm::Value* cond, PlanError e, llvm::Value* binding, int64_t tensor, int64_t dim,
-                          int64_t symbol) {
-  llvm::BasicBlock* next = block("ok");
-  b_.CreateCondBr(cond, fail_, next, unlikely_);
-  add_failure(e, binding, i64(tensor), dim, symbol);
-  b_.SetInsertPoint(next);
-}
-
-// One bindable tensor's checks, in the reference's order; falls through to `accept`.
-void PlanCodegen::emit_tensor(size_t t, llvm::Value* binding, llvm::Value* bi, llvm::BasicBlock* accept) {
-  const LaunchPlanTables::Tensor& x = t_.tensors[t];
-  const auto ti = static_cast<int64_t>(t);
-  llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(i8p_ty_, slots_, t);
-  fail_if(b_.CreateIsNotNull(b_.CreateLoad(i8p_ty_, slot)), PlanError::bound_twice, bi, ti, -1, -1);
-  llvm::Value* data = field(binding, 1, i8p_ty_, "data");
-  fail_if(b_.CreateIsNull(data), PlanError::null_data, bi, ti, -1, -1);
-  fail_if(b_.CreateICmpNE(field(binding, 2, b_.getInt32Ty(), "dtype"), b_.getInt32(static_cast<uint32_t>(x.dtype))),
-          PlanError::dtype, bi, ti, -1, -1);
-  const auto rank = static_cast<uint32_t>(x.dims.size());
-  fail_if(b_.CreateICmpNE(field(binding, 3, b_.getInt32Ty(), "rank"), b_.getInt32(rank)), PlanError::rank, bi, ti, -1, -1);
+// The checks of a bindable tensor `index` of this dtype and dims (the binding's tag and index already
+// matched); on success on to `accept`. Tensors with the same dtype and dims share them.
+void PlanCodegen::emit_tensor(const LaunchPlanTables::Tensor& x, Value* binding, Value* bi, Value* index,
+                              llvm::BasicBlock* accept) {
+  const size_t rank = x.dims.size();
+  const std::array<std::pair<Value*, PlanError>, 4> header = {{
+      {b_.CreateIsNotNull(b_.CreateLoad(i8p_ty_, b_.CreateInBoundsGEP(i8p_ty_, slots_, index))), PlanError::bound_twice},
+      {b_.CreateIsNull(field(binding, 1, i8p_ty_, "data")), PlanError::null_data},
+      {b_.CreateICmpNE(field(binding, 2, b_.getInt32Ty(), "dtype"), b_.getInt32(static_cast<uint32_t>(x.dtype))), PlanError::dtype},
+      {b_.CreateICmpNE(field(binding, 3, b_.getInt32Ty(), "rank"), b_.getInt32(static_cast<uint32_t>(rank))), PlanError::rank},
+  }};
+  Value* bad = any({header[0].first, header[1].first, header[2].first, header[3].first});
+  std::vector<Value*> dim_bad(rank);
+  std::vector<Value*> size(rank);  // each dim's size: a constant where fixed
   if (rank > 0) {
-    llvm::Value* shape = field(binding, 4, i64p_ty_, "shape");
-    std::vector<llvm::Value*> size(rank);  // each dim's size: a constant where fixed
-    for (uint32_t d = 0; d < rank; ++d) {
+    Value* shape = b_.CreateSelect(bad, zeros_, field(binding, 4, i64p_ty_, "shape"));
+    for (size_t d = 0; d < rank; ++d) {
       const int64_t want = x.dims[d];
-      llvm::Value* got = b_.CreateLoad(i64_ty_, b_.CreateConstInBoundsGEP1_64(i64_ty_, shape, d));
+      Value* got = b_.CreateLoad(i64_ty_, at(i64_ty_, shape, d));
       if (want > 0) {
-        fail_if(b_.CreateICmpNE(got, i64(want)), PlanError::fixed_dim, bi, ti, d, -1);
+        dim_bad[d] = b_.CreateICmpNE(got, i64(want));
         size[d] = i64(want);
       } else {
-        const LaunchPlanTables::Symbol& s = t_.symbols.at(static_cast<size_t>(-1 - want));
-        fail_if(b_.CreateOr(b_.CreateICmpSLT(got, i64(s.min)), b_.CreateICmpSGT(got, i64(s.max))),
-                PlanError::symbol_range, bi, ti, d, -1 - want);
+        const LaunchPlanTables::Symbol& s = t_.symbols[static_cast<size_t>(-1 - want)];
+        dim_bad[d] = b_.CreateOr(b_.CreateICmpSLT(got, i64(s.min)), b_.CreateICmpSGT(got, i64(s.max)));
         size[d] = got;
       }
     }
-    // Strides: none means dense; given ones must be exactly the dense ones.
-    llvm::Value* strides = field(binding, 5, i64p_ty_, "strides");
-    llvm::BasicBlock* check = block("strides");
-    llvm::BasicBlock* done = block("dense");
-    b_.CreateCondBr(b_.CreateIsNull(strides), done, check);
-    b_.SetInsertPoint(check);
-    llvm::Value* dense = i64(1);
-    for (uint32_t d = rank; d-- > 0;) {
-      llvm::Value* got = b_.CreateLoad(i64_ty_, b_.CreateConstInBoundsGEP1_64(i64_ty_, strides, d));
-      fail_if(b_.CreateICmpNE(got, dense), PlanError::strides, bi, ti, d, -1);
-      if (d > 0) dense = b_.CreateMul(dense, size[d]);  // wraps like the reference's int64 product
-    }
-    b_.CreateBr(done);
-    b_.SetInsertPoint(done);
+    bad = b_.CreateOr(bad, any(dim_bad));
   }
-  b_.CreateStore(data, slot);
-  b_.CreateBr(accept);
+  llvm::BasicBlock* shape_ok = rank > 0 ? block("shape_ok") : accept;
+  branch_if_bad(bad, shape_ok);
+  // The first failure: from the last check in the reference's order back to the first, each overriding.
+  Value* code_value = code(PlanError::fixed_dim);
+  Value* dim = i64(int64_t{-1});
+  Value* symbol = i64(int64_t{-1});
+  for (size_t d = rank; d-- > 0;) {
+    const bool fixed = x.dims[d] > 0;
+    code_value = b_.CreateSelect(dim_bad[d], code(fixed ? PlanError::fixed_dim : PlanError::symbol_range), code_value);
+    dim = b_.CreateSelect(dim_bad[d], i64(d), dim);
+    symbol = b_.CreateSelect(dim_bad[d], i64(fixed ? int64_t{-1} : -1 - x.dims[d]), symbol);
+  }
+  for (size_t h = header.size(); h-- > 0;) {
+    code_value = b_.CreateSelect(header[h].first, code(header[h].second), code_value);
+    dim = b_.CreateSelect(header[h].first, i64(int64_t{-1}), dim);
+    symbol = b_.CreateSelect(header[h].first, i64(int64_t{-1}), symbol);
+  }
+  exit_failed(code_value, bi, index, dim, symbol);
+  if (rank == 0) return;
+
+  // Strides: none means dense (the usual case: no work); given ones must be exactly the dense ones, checked
+  // from the last dim down.
+  b_.SetInsertPoint(shape_ok);
+  Value* strides = field(binding, 5, i64p_ty_, "strides");
+  llvm::BasicBlock* given = block("strides");
+  b_.CreateCondBr(b_.CreateIsNull(strides), accept, given);
+  b_.SetInsertPoint(given);
+  std::vector<Value*> stride_bad(rank);
+  Value* dense = i64(int64_t{1});
+  for (size_t d = rank; d-- > 0;) {
+    stride_bad[d] = b_.CreateICmpNE(b_.CreateLoad(i64_ty_, at(i64_ty_, strides, d)), dense);
+    if (d > 0) dense = b_.CreateMul(dense, size[d]);  // wraps like the reference's int64 product
+  }
+  branch_if_bad(any(stride_bad), accept);
+  dim = i64(int64_t{-1});
+  for (size_t d = 0; d < rank; ++d) dim = b_.CreateSelect(stride_bad[d], i64(d), dim);
+  exit_failed(code(PlanError::strides), bi, index, dim, i64(int64_t{-1}));
 }
 
-// After the loop: every bindable tensor bound, each symbol one value (the reference's order), the buckets.
-void PlanCodegen::emit_symbols() {
-  llvm::Value* none = i64(-1);
+// After the loop: every bindable tensor bound (the lowest missing index is reported).
+void PlanCodegen::emit_missing() {
+  std::vector<std::pair<size_t, Value*>> missing;
   for (size_t t = 0; t < t_.tensors.size(); ++t)
-    if (t_.tensors[t].bindable) {
-      llvm::Value* slot = b_.CreateLoad(i8p_ty_, b_.CreateConstInBoundsGEP1_64(i8p_ty_, slots_, t));
-      fail_if(b_.CreateIsNull(slot), PlanError::missing, none, static_cast<int64_t>(t), -1, -1);
-    }
-  // value[s]: the symbol's value so far; nullptr while no tensor has set it (statically 0).
-  std::vector<llvm::Value*> value(t_.symbols.size(), nullptr);
-  auto store_symbols = [&] {
-    for (size_t s = 0; s < value.size(); ++s)
-      if (value[s]) b_.CreateStore(value[s], b_.CreateConstInBoundsGEP1_64(i64_ty_, symbols_, s));
-  };
+    if (t_.tensors[t].bindable) missing.emplace_back(t, b_.CreateIsNull(b_.CreateLoad(i8p_ty_, at(i8p_ty_, slots_, t))));
+  if (missing.empty()) return;
+  std::vector<Value*> flags;
+  for (auto& [t, flag] : missing) flags.push_back(flag);
+  llvm::BasicBlock* next = block("all_bound");
+  branch_if_bad(any(flags), next);
+  Value* tensor = i64(int64_t{-1});
+  for (size_t k = missing.size(); k-- > 0;) tensor = b_.CreateSelect(missing[k].second, i64(missing[k].first), tensor);
+  exit_failed(code(PlanError::missing), i64(int64_t{-1}), tensor, i64(int64_t{-1}), i64(int64_t{-1}));
+  b_.SetInsertPoint(next);
+}
+
+// Each symbol one value: occurrences in the reference's order (non-outputs by index, then outputs). After the
+// first disagreement nothing changes any more, so that the values stored are those the reference leaves.
+void PlanCodegen::emit_symbols() {
+  std::vector<Value*> value(t_.symbols.size(), nullptr);  // nullptr: no tensor has set it yet (statically 0)
+  Value* failed = nullptr;                                // nullptr: no disagreement possible so far
+  Value *fail_tensor = i64(int64_t{-1}), *fail_dim = fail_tensor, *fail_symbol = fail_tensor;
   for (int pass = 0; pass < 2; ++pass)
     for (size_t t = 0; t < t_.tensors.size(); ++t) {
       const LaunchPlanTables::Tensor& x = t_.tensors[t];
       if (!x.bindable || x.is_output != (pass == 1)) continue;
-      llvm::Value* shape = nullptr;
+      Value* shape = nullptr;
       for (size_t d = 0; d < x.dims.size(); ++d) {
         if (x.dims[d] > 0) continue;
         const auto s = static_cast<size_t>(-1 - x.dims[d]);
         if (!shape) shape = b_.CreateLoad(i64p_ty_, b_.CreateConstInBoundsGEP2_64(shape_of_->getAllocatedType(), shape_of_, 0, t));
-        llvm::Value* got = b_.CreateLoad(i64_ty_, b_.CreateConstInBoundsGEP1_64(i64_ty_, shape, d));
+        Value* got = b_.CreateLoad(i64_ty_, at(i64_ty_, shape, d));
         if (!value[s]) {
-          value[s] = got;
+          value[s] = failed ? b_.CreateSelect(failed, i64(int64_t{0}), got) : got;
           continue;
         }
-        // A symbol still 0 takes this value (as the reference's "symbols[s] == 0"); else they must agree.
-        llvm::Value* unset = b_.CreateICmpEQ(value[s], i64(0));
-        llvm::Value* differs = b_.CreateAnd(b_.CreateNot(unset), b_.CreateICmpNE(value[s], got));
-        llvm::BasicBlock* mismatch = block("mismatch");
-        llvm::BasicBlock* next = block("agree");
-        b_.CreateCondBr(differs, mismatch, next, unlikely_);
-        b_.SetInsertPoint(mismatch);
-        store_symbols();  // the values found before the mismatch, as the reference leaves them
-        add_failure(PlanError::symbol_mismatch, none, i64(static_cast<int64_t>(t)), static_cast<int64_t>(d),
-                    static_cast<int64_t>(s));
-        b_.CreateBr(fail_);
-        b_.SetInsertPoint(next);
-        value[s] = b_.CreateSelect(unset, got, value[s]);
+        // A symbol still 0 takes this value (the reference's "symbols[s] == 0"); else the two must agree.
+        Value* live = failed ? b_.CreateNot(failed) : b_.getTrue();
+        Value* unset = b_.CreateICmpEQ(value[s], i64(int64_t{0}));
+        Value* mismatch = b_.CreateAnd(live, b_.CreateAnd(b_.CreateNot(unset), b_.CreateICmpNE(value[s], got)));
+        fail_tensor = b_.CreateSelect(mismatch, i64(t), fail_tensor);
+        fail_dim = b_.CreateSelect(mismatch, i64(d), fail_dim);
+        fail_symbol = b_.CreateSelect(mismatch, i64(s), fail_symbol);
+        value[s] = b_.CreateSelect(b_.CreateAnd(live, unset), got, value[s]);
+        failed = failed ? b_.CreateOr(failed, mismatch) : mismatch;
       }
     }
+  auto store_symbols = [&] {
+    for (size_t s = 0; s < value.size(); ++s)
+      if (value[s]) b_.CreateStore(value[s], at(i64_ty_, symbols_, s));
+  };
+  if (failed) {
+    llvm::BasicBlock* next = block("agreed");
+    branch_if_bad(failed, next);
+    store_symbols();
+    exit_failed(code(PlanError::symbol_mismatch), i64(int64_t{-1}), fail_tensor, fail_dim, fail_symbol);
+    b_.SetInsertPoint(next);
+  }
   store_symbols();
   // The compile value: the first bucket >= the value (in list order), else the value; 0 stays 0.
   for (size_t s = 0; s < t_.symbols.size(); ++s) {
-    llvm::Value* v = value[s] ? value[s] : i64(0);
-    if (value[s] && !t_.symbols[s].buckets.empty()) {
-      llvm::Value* chosen = v;
-      const std::vector<int64_t>& buckets = t_.symbols[s].buckets;
-      for (size_t k = buckets.size(); k-- > 0;) chosen = b_.CreateSelect(b_.CreateICmpSLE(v, i64(buckets[k])), i64(buckets[k]), chosen);
-      v = b_.CreateSelect(b_.CreateICmpEQ(v, i64(0)), v, chosen);
+    Value* v = value[s] ? value[s] : i64(int64_t{0});
+    const std::vector<int64_t>& buckets = t_.symbols[s].buckets;
+    if (value[s] && !buckets.empty()) {
+      Value* chosen = v;
+      for (size_t k = buckets.size(); k-- > 0;)
+        chosen = b_.CreateSelect(b_.CreateICmpSLE(v, i64(buckets[k])), i64(buckets[k]), chosen);
+      v = b_.CreateSelect(b_.CreateICmpEQ(v, i64(int64_t{0})), v, chosen);
     }
-    b_.CreateStore(v, b_.CreateConstInBoundsGEP1_64(i64_ty_, compile_values_, s));
+    b_.CreateStore(v, at(i64_ty_, compile_values_, s));
   }
   b_.CreateRet(b_.getInt32(0));
 }
@@ -292,34 +345,32 @@ void PlanCodegen::emit() {
       false);
   fn_ = llvm::Function::Create(fn_ty, llvm::Function::ExternalLinkage, kPlanFunction, m_);
   fn_->addFnAttr(llvm::Attribute::NoUnwind);
-  llvm::Value* bindings = fn_->getArg(0);
-  llvm::Value* num_bindings = fn_->getArg(1);
+  Value* bindings = fn_->getArg(0);
+  Value* num_bindings = fn_->getArg(1);
   slots_ = fn_->getArg(2);
   symbols_ = fn_->getArg(3);
   compile_values_ = fn_->getArg(4);
-  llvm::Value* error_info = fn_->getArg(5);
+  error_info_ = fn_->getArg(5);
   auto* tag_global = new llvm::GlobalVariable(m_, b_.getInt32Ty(), false, llvm::GlobalValue::ExternalLinkage,
                                               b_.getInt32(0), kTagGlobal);
+  size_t max_rank = 1;
+  for (const LaunchPlanTables::Tensor& x : t_.tensors) max_rank = std::max(max_rank, x.dims.size());
+  auto* zeros_ty = llvm::ArrayType::get(i64_ty_, max_rank);
+  auto* zeros = new llvm::GlobalVariable(m_, zeros_ty, true, llvm::GlobalValue::PrivateLinkage,
+                                         llvm::ConstantAggregateZero::get(zeros_ty), "zeros");
+  zeros_ = llvm::ConstantExpr::getInBoundsGetElementPtr(zeros_ty, zeros, llvm::ArrayRef<llvm::Constant*>{i64(int64_t{0}), i64(int64_t{0})});
   unlikely_ = llvm::MDBuilder(ctx_).createBranchWeights(1, 1u << 20);
   const size_t num_tensors = t_.tensors.size();
 
   llvm::BasicBlock* entry = block("entry");
-  fail_ = block("fail");
-  b_.SetInsertPoint(fail_);
-  fail_phi_[0] = b_.CreatePHI(b_.getInt32Ty(), 0, "code");
-  for (int w = 0; w < kPlanErrorInfoWords; ++w) fail_phi_[w + 1] = b_.CreatePHI(i64_ty_, 0);
-  for (int w = 0; w < kPlanErrorInfoWords; ++w)
-    b_.CreateStore(fail_phi_[w + 1], b_.CreateConstInBoundsGEP1_64(i64_ty_, error_info, static_cast<uint64_t>(w)));
-  b_.CreateRet(fail_phi_[0]);
-
   b_.SetInsertPoint(entry);
   bool any_symbolic = false;
   for (const LaunchPlanTables::Tensor& x : t_.tensors)
-    for (int64_t d : x.dims) any_symbolic = any_symbolic || (x.bindable && d <= 0);
+    for (int64_t d : x.dims) any_symbolic = any_symbolic || (x.bindable && d < 0);
   if (any_symbolic) shape_of_ = b_.CreateAlloca(llvm::ArrayType::get(i64p_ty_, num_tensors), nullptr, "shape_of");
   if (num_tensors > 0) b_.CreateMemSet(slots_, b_.getInt8(0), num_tensors * sizeof(void*), llvm::MaybeAlign(8));
-  for (size_t s = 0; s < t_.symbols.size(); ++s) b_.CreateStore(i64(0), b_.CreateConstInBoundsGEP1_64(i64_ty_, symbols_, s));
-  llvm::Value* tag = b_.CreateLoad(b_.getInt32Ty(), tag_global, "tag");
+  for (size_t s = 0; s < t_.symbols.size(); ++s) b_.CreateStore(i64(int64_t{0}), at(i64_ty_, symbols_, s));
+  Value* tag = b_.CreateLoad(b_.getInt32Ty(), tag_global, "tag");
   llvm::BasicBlock* header = block("loop");
   llvm::BasicBlock* body = block("binding");
   llvm::BasicBlock* after = block("bound");
@@ -332,49 +383,52 @@ void PlanCodegen::emit() {
 
   // The tensor id: the tag in the high half, index + 1 in the low half (0 and > num tensors are no tensor).
   b_.SetInsertPoint(body);
-  llvm::Value* bi = b_.CreateSExt(i, i64_ty_, "bi");
-  llvm::Value* binding = b_.CreateInBoundsGEP(binding_ty_, bindings, bi, "b");
-  llvm::Value* id = field(binding, 0, i64_ty_, "id");
+  Value* bi = b_.CreateSExt(i, i64_ty_, "bi");
+  Value* binding = b_.CreateInBoundsGEP(binding_ty_, bindings, bi, "b");
+  Value* id = field(binding, 0, i64_ty_, "id");
   llvm::BasicBlock* dispatch = block("dispatch");
-  llvm::BasicBlock* bad = block("bad_tensor");
-  b_.CreateCondBr(b_.CreateICmpEQ(b_.CreateTrunc(b_.CreateLShr(id, 32), b_.getInt32Ty()), tag), dispatch, bad, unlikely_);
-  b_.SetInsertPoint(bad);
-  add_failure(PlanError::bad_tensor, bi, i64(-1), -1, -1);
-  b_.CreateBr(fail_);
+  llvm::BasicBlock* bad_tensor = block("bad_tensor");
+  b_.CreateCondBr(b_.CreateICmpEQ(b_.CreateTrunc(b_.CreateLShr(id, 32), b_.getInt32Ty()), tag), dispatch, bad_tensor, unlikely_);
+  b_.SetInsertPoint(bad_tensor);
+  exit_failed(code(PlanError::bad_tensor), bi, i64(int64_t{-1}), i64(int64_t{-1}), i64(int64_t{-1}));
 
   b_.SetInsertPoint(dispatch);
-  llvm::Value* low = b_.CreateTrunc(id, b_.getInt32Ty(), "low");
-  llvm::Value* index = b_.CreateSub(b_.CreateZExt(low, i64_ty_), i64(1), "index");
-  llvm::SwitchInst* sw = b_.CreateSwitch(low, bad, static_cast<unsigned>(num_tensors));
+  Value* low = b_.CreateTrunc(id, b_.getInt32Ty(), "low");
+  Value* index = b_.CreateSub(b_.CreateZExt(low, i64_ty_), i64(int64_t{1}), "index");
+  llvm::SwitchInst* sw = b_.CreateSwitch(low, bad_tensor, static_cast<unsigned>(num_tensors));
   llvm::BasicBlock* accept = block("accept");
   llvm::BasicBlock* not_bindable = nullptr;
+  std::map<std::pair<int32_t, std::vector<int64_t>>, llvm::BasicBlock*> checks;  // by dtype and dims
   for (size_t t = 0; t < num_tensors; ++t) {
     llvm::ConstantInt* case_value = b_.getInt32(static_cast<uint32_t>(t + 1));
     if (!t_.tensors[t].bindable) {
       if (!not_bindable) {
         not_bindable = block("not_bindable");
         b_.SetInsertPoint(not_bindable);
-        add_failure(PlanError::not_bindable, bi, index, -1, -1);
-        b_.CreateBr(fail_);
+        exit_failed(code(PlanError::not_bindable), bi, index, i64(int64_t{-1}), i64(int64_t{-1}));
       }
       sw->addCase(case_value, not_bindable);
       continue;
     }
-    llvm::BasicBlock* tensor = block("tensor");
+    llvm::BasicBlock*& tensor = checks[{t_.tensors[t].dtype, t_.tensors[t].dims}];
+    if (!tensor) {
+      tensor = block("tensor");
+      b_.SetInsertPoint(tensor);
+      emit_tensor(t_.tensors[t], binding, bi, index, accept);
+    }
     sw->addCase(case_value, tensor);
-    b_.SetInsertPoint(tensor);
-    emit_tensor(t, binding, bi, accept);
   }
-  // Remembers the shape for the symbol agreement below (indexed at run time: stays one stack array).
+  // Indexed at run time, so that the slot and shape stores are one block (and shape_of stays a stack array).
   b_.SetInsertPoint(accept);
+  b_.CreateStore(field(binding, 1, i8p_ty_, "data"), b_.CreateInBoundsGEP(i8p_ty_, slots_, index));
   if (shape_of_)
     b_.CreateStore(field(binding, 4, i64p_ty_, "shape"),
-                   b_.CreateInBoundsGEP(shape_of_->getAllocatedType(), shape_of_, {i64(0), index}));
-  llvm::Value* next = b_.CreateAdd(i, b_.getInt32(1));
-  i->addIncoming(next, accept);
+                   b_.CreateInBoundsGEP(shape_of_->getAllocatedType(), shape_of_, {i64(int64_t{0}), index}));
+  i->addIncoming(b_.CreateAdd(i, b_.getInt32(1)), accept);
   b_.CreateBr(header);
 
   b_.SetInsertPoint(after);
+  emit_missing();
   emit_symbols();
 }
 

@@ -34,6 +34,9 @@ class DeviceContext {
     ~Scope();
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
+
+   private:
+    bool pushed_ = false;
   };
 
  private:

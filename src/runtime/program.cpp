@@ -433,9 +433,9 @@ void Program::launch_resolved(const SymbolValues& values, const SymbolValues& co
   unsigned int tuning = tuning_;
   void* params[] = {&v.tasks, &v.waits, &v.notifies, &v.queue_offsets, &v.queue_tasks, &v.events,
                     slots.data(), &epoch, &timeout, &error, &error_info, &lp, &trace, &tuning, &symbols};
-  check_cu(d.launch_kernel(v.function, static_cast<unsigned>(v.compiled.tables.num_queues()), 1, 1, WEFT_BLOCK_THREADS, 1, 1,
-                           WEFT_SMEM_BYTES, stream, params, nullptr),
-           "cuLaunchKernel (megakernel of graph '" + graph_.name() + "')");
+  const CUresult launched = d.launch_kernel(v.function, static_cast<unsigned>(v.compiled.tables.num_queues()), 1, 1,
+                                           WEFT_BLOCK_THREADS, 1, 1, WEFT_SMEM_BYTES, stream, params, nullptr);
+  if (launched != CUDA_SUCCESS) check_cu(launched, "cuLaunchKernel (megakernel of graph '" + graph_.name() + "')");
   v.epoch += static_cast<unsigned int>(steps);
   if (loop) {
     v.barriers += static_cast<unsigned int>(steps);

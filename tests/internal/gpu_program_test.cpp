@@ -104,7 +104,7 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
       for (const OneOp& spec : specs) {
         const Graph g = one_op_graph(spec, f);
         try {
-          const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, static_cast<uint32_t>(n), 0, 1});
+          const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, static_cast<uint32_t>(n), 0, 1, nullptr});
           EXPECT_TRUE(problems.empty()) << spec.op << " " << dtype_name(dt) << " n=" << n << joined(problems);
         } catch (const Error& e) {
           ADD_FAILURE() << spec.op << " " << dtype_name(dt) << " n=" << n << ": " << e.what();
@@ -125,7 +125,7 @@ TEST(GpuGraphs, TwoHundredRandomGraphs) {
     const Graph g = b.build();
     SymbolValues values(g.symbols().size(), 1 + static_cast<int64_t>(seed % 4));
     try {
-      const auto problems = compare_with_reference(g, values, GpuCompareOptions{0, 0, seed, 6, 1});
+      const auto problems = compare_with_reference(g, values, GpuCompareOptions{0, 0, seed, 6, 1, nullptr});
       EXPECT_TRUE(problems.empty()) << "seed " << seed << joined(problems);
       ++ran;
     } catch (const Error& e) {
@@ -139,7 +139,7 @@ TEST(GpuGraphs, DecoderOverSeveralSteps) {
   WEFT_REQUIRE_GPU();
   const Graph g = build_decoder_graph(tiny_decoder(2, 4, 64));
   for (int64_t batch : {1, 3}) {
-    const auto problems = compare_with_reference(g, SymbolValues{batch}, GpuCompareOptions{0, 0, 7, 0, 4});
+    const auto problems = compare_with_reference(g, SymbolValues{batch}, GpuCompareOptions{0, 0, 7, 0, 4, nullptr});
     EXPECT_TRUE(problems.empty()) << "batch " << batch << joined(problems);
   }
 }
@@ -223,7 +223,7 @@ TEST(GpuProgram, TwoProgramsOnTwoStreams) {
   driver().stream_destroy(s1);
   driver().stream_destroy(s2);
   // A decoder and the tiny graph interleaved on two streams agree with the reference too.
-  const auto problems = compare_with_reference(build_decoder_graph(s), SymbolValues{2}, GpuCompareOptions{0, 0, 5, 0, 3});
+  const auto problems = compare_with_reference(build_decoder_graph(s), SymbolValues{2}, GpuCompareOptions{0, 0, 5, 0, 3, nullptr});
   EXPECT_TRUE(problems.empty()) << joined(problems);
 }
 

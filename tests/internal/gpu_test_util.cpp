@@ -59,7 +59,9 @@ std::vector<std::string> compare_with_reference(const Graph& g, const SymbolValu
   std::vector<std::string> problems;
   ProgramOptions po;
   po.watchdog_ms = 10000;
-  Program program(session.context(), g, po);
+  std::unique_ptr<Program> own;
+  if (!o.program) own = std::make_unique<Program>(session.context(), g, po);
+  Program& program = o.program ? *o.program : *own;
   for (int run = 0; run < o.runs; ++run) {
     evaluate(g, values, ref);
     program.run(bindings, nullptr);

@@ -99,6 +99,7 @@ struct GpuCompareOptions {
   uint32_t seed = 1;
   int64_t max_index = 0;            // integer inputs are drawn from [0, max_index) (0: 2)
   int runs = 1;                     // launches (states carry over, like decode steps)
+  Program* program = nullptr;       // run on this program (made from the same graph); nullptr: a new one
 };
 
 // Runs `g` with the symbols at `values` on random data both on the CPU reference and as a program on the GPU;

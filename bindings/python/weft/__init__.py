@@ -10,10 +10,10 @@ from .dtypes import DType
 from .errors import (CacheError, CompileError, CudaError, DeadlockError, InternalError, InvalidArgumentError,
                      InvalidHandleError, LibraryNotFoundError, OutOfMemoryError, Status, UnsupportedError,
                      WeftError, WeftIOError)
-from .graph import Graph, Tensor, TensorKind
+from .graph import Graph, SymbolPolicy, Tensor, TensorKind
 from .model import Model
 from .program import Program, cuda_unavailable_reason, device_count, stream_handle
-from .reports import CompileReport, Generation, ModelInfo, TensorInfo
+from .reports import CompileReport, Generation, ModelInfo, ProgramStats, TensorInfo
 from .views import TensorArg, as_tensor_arg
 
 __version__ = "0.1.0"
@@ -37,7 +37,8 @@ def status_string(status):
 __all__ = [
     "CacheError", "CompileError", "CompileReport", "Context", "CudaError", "DType", "DeadlockError", "Generation",
     "Graph", "InternalError", "InvalidArgumentError", "InvalidHandleError", "LibraryNotFoundError", "Model",
-    "ModelInfo", "OutOfMemoryError", "Program", "Status", "Tensor", "TensorArg", "TensorInfo", "TensorKind",
+    "ModelInfo", "OutOfMemoryError", "Program", "ProgramStats", "Status", "SymbolPolicy", "Tensor", "TensorArg",
+    "TensorInfo", "TensorKind",
     "UnsupportedError", "WeftError", "WeftIOError", "as_tensor_arg", "cuda_unavailable_reason", "device_count",
     "is_available", "op_names", "status_string", "stream_handle", "version",
 ]

@@ -61,7 +61,13 @@ class CompileReport(_Sized):
 
 class ProgramOptions(_Sized):
     _fields_ = [("struct_size", _sz), ("device_ordinal", _i32), ("arch", ctypes.c_char_p), ("watchdog_ms", _i32),
-                ("disable_cache", _i32)]
+                ("disable_cache", _i32), ("max_loaded_kernels", _i32), ("lazy", _i32)]
+
+
+class ProgramStats(_Sized):
+    _fields_ = [("struct_size", _sz), ("compiles", _i64), ("cache_loads", _i64), ("evictions", _i64),
+                ("generic_runs", _i64), ("pending", _i64), ("loaded", _i64), ("host_jit", _i32),
+                ("host_jit_cache_hit", _i32), ("host_jit_ms", _f64)]
 
 
 class ModelOptions(_Sized):

@@ -82,6 +82,16 @@ def _name(name):
     return None if name is None else name.encode()
 
 
+class SymbolPolicy(enum.IntEnum):
+    """How a program specializes its kernels for a symbol's values (weft_symbol_policy)."""
+
+    AUTO = 0  # BUCKETS (powers of two) when the symbol is maskable, else EXACT
+    EXACT = 1  # one kernel per value
+    BUCKETS = 2  # one kernel per bucket; a value runs on the kernel of the first bucket >= it
+    RUNTIME = 3  # one kernel (compiled at the maximum) for every value
+
+
+_SYMBOL_POLICIES = {p.name.lower(): p.value for p in SymbolPolicy}
 _REDUCE_KINDS = {"sum": 0, "max": 1, "mean": 2}
 _ROPE_STYLES = {"half": 0, "interleaved": 1}
 _ROPE_SCALINGS = {"none": 0, "linear": 1, "llama3": 2}
@@ -156,6 +166,20 @@ class Graph(Handle):
     def declare_symbol(self, name, min_value, max_value):
         """Declares the symbolic dim `name` with values in [min_value, max_value]."""
         check(lib().weft_graph_declare_symbol(self._h(), name.encode(), int(min_value), int(max_value)))
+        self._changed()
+
+    def set_symbol_policy(self, name, policy, buckets=None):
+        """How programs specialize for symbol `name`: policy "auto", "exact", "buckets" or "runtime" (or a
+        SymbolPolicy). For "buckets", `buckets` holds ascending upper bounds within the symbol's range (its
+        maximum is added when missing); None means powers of two. Saved in the JSON; not part of the hash."""
+        policy = _choice(policy, _SYMBOL_POLICIES, "policy")
+        bounds = []
+        for k, b in enumerate(buckets or ()):
+            if isinstance(b, bool) or not (isinstance(b, int) or hasattr(b, "__index__")):
+                raise invalid(f"bucket {k} is {b!r}; expected an int")
+            bounds.append(int(b))
+        arr = (ctypes.c_int64 * len(bounds))(*bounds) if bounds else None
+        check(lib().weft_graph_set_symbol_policy(self._h(), name.encode(), policy, arr, len(bounds)))
         self._changed()
 
     def add_tensor(self, kind, name, dtype, shape):

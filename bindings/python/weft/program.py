@@ -6,6 +6,7 @@ from . import _structs as S
 from ._bind import prepare
 from ._handle import Handle
 from ._lib import check, invalid, lib
+from .reports import ProgramStats
 
 
 def device_count():
@@ -54,14 +55,20 @@ class Program(Handle):
     """A graph loaded on a GPU (weft_program). The graph is copied, so it may change or close afterwards.
 
     device: a device ordinal, or -1 for the calling thread's current context (device 0 if none).
+    max_loaded_kernels: specializations kept loaded on the device, the least recently used unloaded beyond it
+    (0: weft's default, 8).
+    lazy: a run whose specialization is not loaded yet runs on the generic kernel (every maskable symbol at its
+    maximum) while the specialization compiles on a background thread, instead of waiting for the compile.
     """
 
     _destroy_fn = "weft_program_destroy"
     _kind = "program"
 
-    def __init__(self, graph, device=-1, arch=None, watchdog_ms=0, disable_cache=False):
+    def __init__(self, graph, device=-1, arch=None, watchdog_ms=0, disable_cache=False, max_loaded_kernels=0,
+                 lazy=False):
         opts = S.ProgramOptions.new(device_ordinal=int(device), arch=None if arch is None else arch.encode(),
-                                    watchdog_ms=int(watchdog_ms), disable_cache=1 if disable_cache else 0)
+                                    watchdog_ms=int(watchdog_ms), disable_cache=1 if disable_cache else 0,
+                                    max_loaded_kernels=int(max_loaded_kernels), lazy=1 if lazy else 0)
         out = ctypes.c_void_p()
         check(lib().weft_program_create(graph._h(), ctypes.byref(opts), ctypes.byref(out)))
         super().__init__(out)
@@ -84,3 +91,10 @@ class Program(Handle):
         earlier run (DeadlockError from the watchdog, InvalidArgumentError for an id out of range)."""
         handle = self._last_stream if stream is None else stream_handle(stream)
         check(lib().weft_program_synchronize(self._h(), ctypes.c_void_p(handle)))
+
+    def stats(self):
+        """What the program has done so far (weft_program_get_stats) as a ProgramStats; background compiles
+        that have finished are taken in first."""
+        out = S.ProgramStats.new()
+        check(lib().weft_program_get_stats(self._h(), ctypes.byref(out)))
+        return ProgramStats._from_c(out)

@@ -24,6 +24,26 @@ class CompileReport:
 
 
 @dataclasses.dataclass(frozen=True)
+class ProgramStats:
+    """weft_program_stats: what a program has done so far (Program.stats())."""
+
+    compiles: int  # specializations compiled (kernel cache misses)
+    cache_loads: int  # specializations loaded from the kernel cache
+    evictions: int  # specializations unloaded to stay within max_loaded_kernels
+    generic_runs: int  # lazy mode: runs served by the generic kernel while theirs compiled
+    pending: int  # specializations compiling in the background now
+    loaded: int  # specializations loaded now
+    host_jit: bool  # runs are checked and planned by JIT-compiled host code (LLVM ORC)
+    host_jit_cache_hit: bool  # that code's object was loaded from the kernel cache
+    host_jit_ms: float  # generating + compiling (or loading) it, at program creation
+
+    @classmethod
+    def _from_c(cls, s):
+        return cls(s.compiles, s.cache_loads, s.evictions, s.generic_runs, s.pending, s.loaded, bool(s.host_jit),
+                   bool(s.host_jit_cache_hit), s.host_jit_ms)
+
+
+@dataclasses.dataclass(frozen=True)
 class TensorInfo:
     """weft_tensor_info: a graph tensor's name, kind, dtype and shape (ints and symbol names)."""
 
