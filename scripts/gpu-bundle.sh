@@ -10,7 +10,7 @@ mkdir -p "$out"
 # The per-arch device library cubins are already embedded in every binary; benchmarks are not tests; the host
 # JIT's tests need no GPU.
 tar -C "$src" --exclude='*.o' --exclude='*.a' --exclude='./Testing' --exclude='./device/*.cubin' \
-  --exclude='./weft_compile_bench' --exclude='./tests/weft_host_jit_tests' -cf - . | tar -C "$out" -xf -
+  --exclude='./weft_compile_bench' --exclude='./tests/weft_host_jit_tests' --exclude='./pyvenv' -cf - . | tar -C "$out" -xf -
 find "$out" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c 'file -b "$1" | grep -q ELF && strip --strip-unneeded "$1"' _ {} \;
 du -sh "$out"
 if [ -n "${3:-}" ]; then

@@ -5,6 +5,7 @@ package weft_test
 
 import (
 	"testing"
+	"time"
 
 	weft "github.com/weft-project/weft/bindings/go"
 	"github.com/weft-project/weft/bindings/go/cuda"
@@ -173,4 +174,87 @@ func TestProgramRejectsAWrongBindingShape(t *testing.T) {
 		b.Add(tensor, buf.Ptr, weft.DTypeF32, shapes[i+1]...)
 	}
 	expectErr(t, p.Run(&b, 0), weft.ErrInvalidArgument, "'x'")
+}
+
+// runMLPChecked runs the f32 MLP for batch rows on p and checks the result against the arithmetic done here.
+func runMLPChecked(t *testing.T, drv *cuda.Driver, p *weft.Program, m *mlp, batch int, seed uint64) {
+	t.Helper()
+	d := mlpData(batch, weft.DTypeF32, seed)
+	shapes := mlpShapes(batch)
+	var b weft.DeviceBindings
+	for i, tensor := range []weft.Tensor{m.x, m.w1, m.b1, m.w2, m.b2} {
+		b.Add(tensor, upload(t, drv, d[i]).Ptr, weft.DTypeF32, shapes[i]...)
+	}
+	yDev := alloc(t, drv, batch*mlpN*4)
+	b.Add(m.y, yDev.Ptr, weft.DTypeF32, shapes[5]...)
+	ok(p.Run(&b, 0))
+	ok(p.Synchronize(0))
+	y := make([]float32, batch*mlpN)
+	ok(cuda.CopyOut(yDev, y))
+	assertClose(t, name("gpu y (batch %d)", batch), y, mlpExpected(d, batch, weft.DTypeF32), 2e-3, 2e-3)
+}
+
+// settledStats is p's stats once no specialization compiles in the background any more (or after 300 s).
+func settledStats(p *weft.Program) weft.ProgramStats {
+	deadline := time.Now().Add(300 * time.Second)
+	s := must(p.Stats())
+	for s.Pending > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		s = must(p.Stats())
+	}
+	return s
+}
+
+func TestLazyProgramRunsOnTheGenericKernelAndReportsStats(t *testing.T) {
+	defer catch(t)
+	drv := gpu(t)
+	m := buildMLP(t, newContext(t), weft.DTypeF32)
+	// Batch 3 runs on the kernel for 4; the generic kernel is the one for 8.
+	ok(m.g.SetSymbolPolicy("batch", weft.SymbolBuckets, 2, 4))
+	p := must(weft.NewProgram(m.g, &weft.ProgramOptions{DeviceOrdinal: 0, Lazy: true, MaxLoadedKernels: 4}))
+	t.Cleanup(func() { p.Close() })
+	s := must(p.Stats())
+	t.Logf("fresh program: %+v", s)
+	if s.Compiles != 0 || s.CacheLoads != 0 || s.Evictions != 0 || s.GenericRuns != 0 || s.Pending != 0 || s.Loaded != 0 {
+		t.Fatalf("a fresh program has done something: %+v", s)
+	}
+	if s.HostJITMs < 0 || (!s.HostJIT && (s.HostJITCacheHit || s.HostJITMs != 0)) {
+		t.Fatalf("host JIT fields: %+v", s)
+	}
+
+	// The kernel for 4 is not loaded: the generic kernel serves the run while it compiles.
+	runMLPChecked(t, drv, p, m, 3, 41)
+	s = must(p.Stats())
+	if s.GenericRuns != 1 || s.Evictions != 0 || s.Compiles+s.CacheLoads < 1 || s.Loaded < 1 {
+		t.Fatalf("after the first run: %+v", s)
+	}
+	s = settledStats(p)
+	if s.Pending != 0 {
+		t.Fatalf("the background compile did not finish: %+v", s)
+	}
+	if s.Loaded != 2 || s.Compiles+s.CacheLoads != 2 {
+		t.Fatalf("want the generic kernel and the one for 4 loaded: %+v", s)
+	}
+
+	// Now on its own specialization.
+	runMLPChecked(t, drv, p, m, 3, 42)
+	if s = must(p.Stats()); s.GenericRuns != 1 {
+		t.Fatalf("the specialization did not serve the run: %+v", s)
+	}
+}
+
+func TestMaxLoadedKernelsEvictsTheLeastRecentlyUsed(t *testing.T) {
+	defer catch(t)
+	drv := gpu(t)
+	m := buildMLP(t, newContext(t), weft.DTypeF32)
+	ok(m.g.SetSymbolPolicy("batch", weft.SymbolBuckets, 2, 4))
+	p := must(weft.NewProgram(m.g, &weft.ProgramOptions{DeviceOrdinal: 0, MaxLoadedKernels: 1}))
+	t.Cleanup(func() { p.Close() })
+	// Buckets 2 and 4: the second unloads the first.
+	runMLPChecked(t, drv, p, m, 1, 51)
+	runMLPChecked(t, drv, p, m, 3, 52)
+	s := must(p.Stats())
+	if s.Loaded != 1 || s.Evictions != 1 || s.GenericRuns != 0 || s.Pending != 0 || s.Compiles+s.CacheLoads != 2 {
+		t.Fatalf("want one kernel loaded after one eviction: %+v", s)
+	}
 }

@@ -58,6 +58,35 @@ func TestUndefinedSymbolIsNamed(t *testing.T) {
 	expectErr(t, g.DeclareSymbol("empty", 5, 2), weft.ErrInvalidArgument, "empty")
 }
 
+func TestSymbolPolicyErrorsNameTheProblem(t *testing.T) {
+	defer catch(t)
+	m := buildMLP(t, newContext(t), weft.DTypeF32)
+	expectErr(t, m.g.SetSymbolPolicy("seq", weft.SymbolExact), weft.ErrInvalidArgument,
+		"weft_graph_set_symbol_policy", "symbol 'seq' is not declared")
+	expectErr(t, m.g.SetSymbolPolicy("batch", weft.SymbolBuckets, 4, 2), weft.ErrInvalidArgument,
+		"symbol 'batch'", "bucket 1 is 2", "not above the one before (4)", "ascending")
+	expectErr(t, m.g.SetSymbolPolicy("batch", weft.SymbolBuckets, 100), weft.ErrInvalidArgument,
+		"bucket 0 is 100", "[1, 8]")
+	expectErr(t, m.g.SetSymbolPolicy("batch", weft.SymbolRuntime, 2, 4), weft.ErrInvalidArgument,
+		"symbol 'batch'", "a bucket list is only for the BUCKETS policy")
+	expectErr(t, m.g.SetSymbolPolicy("batch", weft.SymbolPolicy(7)), weft.ErrInvalidArgument,
+		"policy 7", "AUTO, EXACT, BUCKETS or RUNTIME")
+	expectErr(t, m.g.SetSymbolPolicy("ba\x00tch", weft.SymbolExact), weft.ErrInvalidArgument, "NUL")
+	if strings.Contains(must(m.g.JSON()), "policy") {
+		t.Fatal("a refused policy changed the graph")
+	}
+}
+
+func TestProgramOptionsAndStatsErrorsWithoutADevice(t *testing.T) {
+	defer catch(t)
+	m := buildMLP(t, newContext(t), weft.DTypeF32)
+	// Checked before any device is opened.
+	_, err := weft.NewProgram(m.g, &weft.ProgramOptions{DeviceOrdinal: -1, MaxLoadedKernels: -1})
+	expectErr(t, err, weft.ErrInvalidArgument, "weft_program_create", "max_loaded_kernels is -1")
+	_, err = (&weft.Program{}).Stats() // no handle
+	expectErr(t, err, weft.ErrInvalidHandle, "weft_program_get_stats")
+}
+
 func mlpBindings(t *testing.T, m *mlp, d [5][]float32, xShape []int64, y []float32) *weft.HostBindings {
 	var b weft.HostBindings
 	shapes := mlpShapes(len(y) / mlpN)

@@ -78,6 +78,25 @@ func (g *Graph) DeclareSymbol(name string, min, max int64) error {
 	})
 }
 
+// SetSymbolPolicy sets how programs specialize for symbol name. With SymbolBuckets, buckets are ascending upper
+// bounds within the symbol's range (its maximum is added when missing); none means powers of two. Other
+// policies take no buckets. Saved in the graph's JSON; not part of its hash.
+func (g *Graph) SetSymbolPolicy(name string, policy SymbolPolicy, buckets ...int64) error {
+	n, err := cstr(name, false)
+	if err != nil {
+		return err
+	}
+	defer free(n)
+	var b *C.int64_t
+	if len(buckets) > 0 {
+		b = (*C.int64_t)(unsafe.Pointer(&buckets[0])) // no Go pointers inside: cgo allows passing it
+	}
+	defer runtime.KeepAlive(g)
+	return call(func() C.weft_status {
+		return C.weft_graph_set_symbol_policy(g.h, n, C.weft_symbol_policy(policy), b, C.int32_t(len(buckets)))
+	})
+}
+
 // AddTensor adds a tensor bound at each run (Input, Weight or State).
 func (g *Graph) AddTensor(kind TensorKind, name string, dtype DType, dims ...Dim) (Tensor, error) {
 	n, err := cstr(name, false)

@@ -89,12 +89,16 @@ func (g *Graph) Compile(opts *CompileOptions) (CompileReport, error) {
 	return reportFromC(&r), nil
 }
 
-// ProgramOptions mirrors weft_program_options. Use DefaultProgramOptions for weft's defaults.
+// ProgramOptions mirrors weft_program_options. Use DefaultProgramOptions for weft's defaults. With Lazy, a run
+// whose specialization is not loaded yet runs on the generic kernel (every maskable symbol at its maximum) while
+// the specialization compiles on a background thread, instead of waiting for the compile.
 type ProgramOptions struct {
-	DeviceOrdinal int32  // >= 0: that device's primary context; -1: the thread's current context (or device 0)
-	Arch          string // "": the device's own
-	WatchdogMs    int32  // 0: $WEFT_WATCHDOG_MS, else 5000
-	DisableCache  bool
+	DeviceOrdinal    int32  // >= 0: that device's primary context; -1: the thread's current context (or device 0)
+	Arch             string // "": the device's own
+	WatchdogMs       int32  // 0: $WEFT_WATCHDOG_MS, else 5000
+	DisableCache     bool   // no kernel cache
+	MaxLoadedKernels int32  // specializations kept loaded (the least recently used unloaded beyond it); 0: 8
+	Lazy             bool   // runs wait for no compile: the generic kernel serves them while theirs compiles
 }
 
 // DefaultProgramOptions is device -1 (the current context) and every other field at its default.
@@ -118,11 +122,13 @@ func NewProgram(g *Graph, opts *ProgramOptions) (*Program, error) {
 	}
 	defer free(arch)
 	o := C.weft_program_options{
-		struct_size:    C.size_t(C.sizeof_weft_program_options),
-		device_ordinal: C.int32_t(opts.DeviceOrdinal),
-		arch:           arch,
-		watchdog_ms:    C.int32_t(opts.WatchdogMs),
-		disable_cache:  boolInt(opts.DisableCache),
+		struct_size:        C.size_t(C.sizeof_weft_program_options),
+		device_ordinal:     C.int32_t(opts.DeviceOrdinal),
+		arch:               arch,
+		watchdog_ms:        C.int32_t(opts.WatchdogMs),
+		disable_cache:      boolInt(opts.DisableCache),
+		max_loaded_kernels: C.int32_t(opts.MaxLoadedKernels),
+		lazy:               boolInt(opts.Lazy),
 	}
 	p := &Program{}
 	err = call(func() C.weft_status { return C.weft_program_create(g.h, &o, &p.h) })
@@ -153,6 +159,34 @@ func (p *Program) Run(b *DeviceBindings, stream uintptr) error {
 	return call(func() C.weft_status {
 		return C.weft_go_program_run(p.h, blk.arr, C.int32_t(blk.n), C.uintptr_t(stream))
 	})
+}
+
+// ProgramStats mirrors weft_program_stats: what a program has done so far.
+type ProgramStats struct {
+	Compiles        int64   // specializations compiled (kernel cache misses)
+	CacheLoads      int64   // specializations loaded from the kernel cache
+	Evictions       int64   // specializations unloaded to stay within MaxLoadedKernels
+	GenericRuns     int64   // lazy mode: runs served by the generic kernel while theirs compiled
+	Pending         int64   // specializations compiling in the background now
+	Loaded          int64   // specializations loaded now
+	HostJIT         bool    // runs are checked and planned by JIT-compiled host code (LLVM ORC)
+	HostJITCacheHit bool    // that code's object was loaded from the kernel cache
+	HostJITMs       float64 // generating + compiling (or loading) it, at NewProgram
+}
+
+// Stats reports what the program has done so far; background compiles that have finished are taken in first.
+func (p *Program) Stats() (ProgramStats, error) {
+	var s C.weft_program_stats
+	s.struct_size = C.size_t(C.sizeof_weft_program_stats)
+	defer runtime.KeepAlive(p)
+	if err := call(func() C.weft_status { return C.weft_program_get_stats(p.h, &s) }); err != nil {
+		return ProgramStats{}, err
+	}
+	return ProgramStats{
+		Compiles: int64(s.compiles), CacheLoads: int64(s.cache_loads), Evictions: int64(s.evictions),
+		GenericRuns: int64(s.generic_runs), Pending: int64(s.pending), Loaded: int64(s.loaded),
+		HostJIT: s.host_jit != 0, HostJITCacheHit: s.host_jit_cache_hit != 0, HostJITMs: float64(s.host_jit_ms),
+	}, nil
 }
 
 // Synchronize waits for stream and reports a device-side failure of an earlier run (ErrDeadlock,

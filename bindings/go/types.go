@@ -175,6 +175,18 @@ const (
 	Intermediate TensorKind = C.WEFT_TENSOR_INTERMEDIATE // produced by an op, owned by weft
 )
 
+// SymbolPolicy is a weft_symbol_policy: how a program specializes its kernels for a symbol's values. A kernel
+// compiled for a value U serves any smaller value by masking when the symbol is "maskable" (dim 0 of every
+// tensor it sizes, no op combining values across it: a batch dim, typically).
+type SymbolPolicy int32
+
+const (
+	SymbolAuto    SymbolPolicy = C.WEFT_SYMBOL_AUTO    // BUCKETS (powers of two) when maskable, else EXACT
+	SymbolExact   SymbolPolicy = C.WEFT_SYMBOL_EXACT   // one kernel per value
+	SymbolBuckets SymbolPolicy = C.WEFT_SYMBOL_BUCKETS // one kernel per bucket, the first bucket >= the value
+	SymbolRuntime SymbolPolicy = C.WEFT_SYMBOL_RUNTIME // one kernel (compiled at the maximum) for every value
+)
+
 // Tensor is a tensor id of one graph.
 type Tensor uint64
 

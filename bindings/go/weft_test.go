@@ -4,6 +4,7 @@ package weft_test
 // against arithmetic done here; JSON round trips; compiling without a GPU.
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"sync"
@@ -126,6 +127,66 @@ func TestMLPIntrospectionAndJSONRoundTrip(t *testing.T) {
 	if !sameBits(must(runMLPF32(g, d, 4)), must(runMLPF32(back, d, 4))) {
 		t.Fatal("the graph read back from JSON computes other bits")
 	}
+}
+
+// symbolDoc is a symbol of a graph's canonical JSON.
+type symbolDoc struct {
+	Name    string  `json:"name"`
+	Policy  string  `json:"policy"`
+	Buckets []int64 `json:"buckets"`
+}
+
+// onlySymbol reads the one symbol of a graph's JSON.
+func onlySymbol(t *testing.T, text string) symbolDoc {
+	t.Helper()
+	var doc struct {
+		Symbols []symbolDoc `json:"symbols"`
+	}
+	if err := json.Unmarshal([]byte(text), &doc); err != nil || len(doc.Symbols) != 1 {
+		t.Fatalf("graph JSON (%v): %s", err, text)
+	}
+	return doc.Symbols[0]
+}
+
+func TestSymbolPolicySurvivesJSONAndIsLeftOutOfTheHash(t *testing.T) {
+	defer catch(t)
+	ctx := newContext(t)
+	m := buildMLP(t, ctx, weft.DTypeF32)
+	plain, hash := must(m.g.JSON()), must(m.g.Hash())
+	ok(m.g.SetSymbolPolicy("batch", weft.SymbolBuckets, 2, 4))
+	text := must(m.g.JSON())
+	if s := onlySymbol(t, text); s.Name != "batch" || s.Policy != "buckets" || !reflect.DeepEqual(s.Buckets, []int64{2, 4, 8}) {
+		t.Fatalf("want batch, buckets [2 4 8] (the maximum added), got %+v", s)
+	}
+	// The kernels for one value are the same under every policy.
+	if must(m.g.Hash()) != hash {
+		t.Fatal("the policy changed the hash")
+	}
+	back := must(weft.GraphFromJSON(ctx, text))
+	if must(back.JSON()) != text || must(back.Hash()) != hash {
+		t.Fatal("the policy did not survive the JSON round trip")
+	}
+	for _, c := range []struct {
+		policy weft.SymbolPolicy
+		name   string
+	}{{weft.SymbolExact, "exact"}, {weft.SymbolRuntime, "runtime"}, {weft.SymbolBuckets, "buckets"}} {
+		ok(back.SetSymbolPolicy("batch", c.policy))
+		j := must(back.JSON())
+		if s := onlySymbol(t, j); s.Policy != c.name || s.Buckets != nil {
+			t.Fatalf("want %s without buckets, got %+v", c.name, s)
+		}
+		if must(must(weft.GraphFromJSON(ctx, j)).JSON()) != j {
+			t.Fatalf("%s did not survive the JSON round trip", c.name)
+		}
+	}
+	// AUTO is the default, which the JSON leaves out.
+	ok(back.SetSymbolPolicy("batch", weft.SymbolAuto))
+	if must(back.JSON()) != plain {
+		t.Fatal("AUTO is not the default")
+	}
+	// The reference does not depend on the policy.
+	d := mlpData(3, weft.DTypeF32, 13)
+	assertClose(t, "y (buckets)", must(runMLPF32(m.g, d, 3)), mlpExpected(d, 3, weft.DTypeF32), 1e-5, 1e-4)
 }
 
 func TestDecoderBlockOnTheReference(t *testing.T) {

@@ -1,5 +1,6 @@
 """Every error path raises a WeftError subclass carrying the status and weft's own message."""
 import ctypes
+import json
 
 import numpy as np
 import pytest
@@ -81,6 +82,33 @@ def test_bad_declarations():
         g.input("z", "f64", [4])
     with _raises(weft.InvalidArgumentError, S.INVALID_ARGUMENT, "op 'silu'", "unknown attribute 'alpha'"):
         g.op("silu", ["x"], {"alpha": 2})
+
+
+def test_symbol_policy_errors_name_the_problem():
+    g = build_mlp()
+    with _raises(weft.InvalidArgumentError, S.INVALID_ARGUMENT, "weft_graph_set_symbol_policy",
+                 "symbol 'seq' is not declared"):
+        g.set_symbol_policy("seq", "exact")
+    with _raises(weft.InvalidArgumentError, S.INVALID_ARGUMENT, "symbol 'batch'", "bucket 1 is 4",
+                 "not above the one before (8)", "ascending"):
+        g.set_symbol_policy("batch", "buckets", [8, 4])
+    with _raises(weft.InvalidArgumentError, S.INVALID_ARGUMENT, "symbol 'batch'", "bucket 0 is 100", "[1, 64]"):
+        g.set_symbol_policy("batch", "buckets", [100])
+    with _raises(weft.InvalidArgumentError, S.INVALID_ARGUMENT, "symbol 'batch'",
+                 "a bucket list is only for the BUCKETS policy"):
+        g.set_symbol_policy("batch", "runtime", [4, 8])
+    with _raises(weft.InvalidArgumentError, S.INVALID_ARGUMENT, "symbol 'batch'", "policy 7"):
+        g.set_symbol_policy("batch", 7)
+    with pytest.raises(weft.InvalidArgumentError, match="policy is 'fastest'; expected one of auto, exact, buckets"):
+        g.set_symbol_policy("batch", "fastest")
+    with pytest.raises(weft.InvalidArgumentError, match="bucket 0 is 2.5; expected an int"):
+        g.set_symbol_policy("batch", "buckets", [2.5])
+    assert "policy" not in json.loads(g.to_json())["symbols"][0]  # a refused policy changes nothing
+
+
+def test_negative_max_loaded_kernels_is_refused_before_any_device():
+    with _raises(weft.InvalidArgumentError, S.INVALID_ARGUMENT, "weft_program_create", "max_loaded_kernels is -1"):
+        weft.Program(build_mlp(), max_loaded_kernels=-1)
 
 
 def test_wrong_binding_shape_names_tensor_and_dim(rng):
@@ -167,6 +195,9 @@ def test_weft_reports_dead_handles_itself():
     g.close()
     status = weft.lib().weft_graph_validate(raw)
     assert status == S.INVALID_HANDLE and "not a live graph" in _last_message()
+    stats = weft._structs.ProgramStats.new()
+    status = weft.lib().weft_program_get_stats(None, ctypes.byref(stats))
+    assert status == S.INVALID_HANDLE and "weft_program_get_stats" in _last_message()
 
 
 def test_foreign_tensor():

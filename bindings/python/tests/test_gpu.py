@@ -1,5 +1,7 @@
 """Programs on a GPU against the CPU reference. Every test but the first needs a CUDA device and skips,
 saying why, without one."""
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -71,6 +73,62 @@ def test_graph_run_picks_the_program_for_device_memory(gpu, rng):
     assert y.is_cuda
     np.testing.assert_allclose(y.cpu().numpy(), expected, rtol=2e-3, atol=2e-3)
     g.close()  # closes the cached program too
+
+
+def _settled_stats(p, timeout_s=300):
+    """p.stats() once no specialization compiles in the background any more."""
+    deadline = time.monotonic() + timeout_s
+    s = p.stats()
+    while s.pending and time.monotonic() < deadline:
+        time.sleep(0.05)
+        s = p.stats()
+    return s
+
+
+def test_lazy_program_runs_on_the_generic_kernel_and_reports_stats(gpu, rng):
+    g = build_mlp()
+    g.set_symbol_policy("batch", "buckets", [4, 16])  # batch 3 runs on the kernel for 4; the generic one is 64
+    v = mlp_values(rng, batch=3)
+    expected = g.run_reference(v)["y"]
+    dev = {k: torch.from_numpy(a).cuda() for k, a in v.items()}
+    with weft.Program(g, lazy=True, max_loaded_kernels=4) as p:
+        s = p.stats()
+        assert isinstance(s, weft.ProgramStats)
+        assert (s.compiles, s.cache_loads, s.evictions, s.generic_runs, s.pending, s.loaded) == (0, 0, 0, 0, 0, 0)
+        assert isinstance(s.host_jit, bool) and isinstance(s.host_jit_cache_hit, bool)
+        assert isinstance(s.host_jit_ms, float) and s.host_jit_ms >= 0
+        assert s.host_jit or (not s.host_jit_cache_hit and s.host_jit_ms == 0)
+
+        y = p.run(dev)["y"]  # the kernel for 4 is not loaded: the generic kernel serves the run
+        p.synchronize()
+        np.testing.assert_allclose(y.cpu().numpy(), expected, rtol=2e-3, atol=2e-3)
+        s = p.stats()
+        assert s.generic_runs == 1 and s.evictions == 0
+        assert s.compiles + s.cache_loads >= 1 and s.loaded >= 1  # the generic kernel, at least
+        s = _settled_stats(p)
+        assert s.pending == 0, "the background compile did not finish"
+        assert s.loaded == 2 and s.compiles + s.cache_loads == 2  # generic + the specialization for 4
+
+        y = p.run(dev)["y"]  # now on its own specialization
+        p.synchronize()
+        np.testing.assert_allclose(y.cpu().numpy(), expected, rtol=2e-3, atol=2e-3)
+        assert p.stats().generic_runs == 1
+    with pytest.raises(weft.InvalidHandleError, match="closed"):
+        p.stats()
+
+
+def test_max_loaded_kernels_evicts_the_least_recently_used(gpu, rng):
+    g = build_mlp()
+    g.set_symbol_policy("batch", "buckets", [4, 16])
+    with weft.Program(g, max_loaded_kernels=1) as p:
+        for batch in (3, 10):  # buckets 4 and 16: the second unloads the first
+            v = mlp_values(rng, batch=batch)
+            y = p.run({k: torch.from_numpy(a).cuda() for k, a in v.items()})["y"]
+            p.synchronize()
+            np.testing.assert_allclose(y.cpu().numpy(), g.run_reference(v)["y"], rtol=2e-3, atol=2e-3)
+        s = p.stats()
+        assert (s.loaded, s.evictions, s.generic_runs, s.pending) == (1, 1, 0, 0)
+        assert s.compiles + s.cache_loads == 2
 
 
 def test_program_refuses_host_memory(gpu, rng):

@@ -66,3 +66,30 @@ def test_graph_validate_and_outlives_its_context():
     g.validate()
     out = g.run_reference(x=np.ones(4, np.float32))
     np.testing.assert_allclose(out[g.outputs[0].name], np.full(4, 1 / (1 + np.exp(-1))), rtol=1e-6)
+
+
+def test_symbol_policy_survives_json_and_is_left_out_of_the_hash(rng):
+    g = build_mlp()
+    base_json, base_hash = g.to_json(), g.hash()
+    g.set_symbol_policy("batch", "buckets", [4, 16])
+    (sym,) = json.loads(g.to_json())["symbols"]
+    assert (sym["name"], sym["policy"], sym["buckets"]) == ("batch", "buckets", [4, 16, 64])  # the maximum added
+    assert g.hash() == base_hash  # the kernels for one value are the same under every policy
+    back = weft.Graph.from_json(g.to_json())
+    assert back.to_json() == g.to_json() and back.hash() == base_hash
+
+    back.set_symbol_policy("batch", weft.SymbolPolicy.RUNTIME)
+    (sym,) = json.loads(back.to_json())["symbols"]
+    assert sym["policy"] == "runtime" and "buckets" not in sym
+    again = weft.Graph.from_json(back.to_json())
+    assert again.to_json() == back.to_json()
+    back.set_symbol_policy("batch", "buckets")  # no list: powers of two
+    (sym,) = json.loads(back.to_json())["symbols"]
+    assert sym["policy"] == "buckets" and "buckets" not in sym
+    back.set_symbol_policy("batch", "exact")
+    assert json.loads(back.to_json())["symbols"][0]["policy"] == "exact"
+    back.set_symbol_policy("batch", "auto")  # the default is not written
+    assert back.to_json() == base_json
+
+    v = mlp_values(rng, batch=5)  # the reference does not depend on the policy
+    np.testing.assert_array_equal(g.run_reference(v)["y"], build_mlp().run_reference(v)["y"])

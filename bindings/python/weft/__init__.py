@@ -38,7 +38,6 @@ __all__ = [
     "CacheError", "CompileError", "CompileReport", "Context", "CudaError", "DType", "DeadlockError", "Generation",
     "Graph", "InternalError", "InvalidArgumentError", "InvalidHandleError", "LibraryNotFoundError", "Model",
     "ModelInfo", "OutOfMemoryError", "Program", "ProgramStats", "Status", "SymbolPolicy", "Tensor", "TensorArg",
-    "TensorInfo", "TensorKind",
-    "UnsupportedError", "WeftError", "WeftIOError", "as_tensor_arg", "cuda_unavailable_reason", "device_count",
-    "is_available", "op_names", "status_string", "stream_handle", "version",
+    "TensorInfo", "TensorKind", "UnsupportedError", "WeftError", "WeftIOError", "as_tensor_arg",
+    "cuda_unavailable_reason", "device_count", "is_available", "op_names", "status_string", "stream_handle", "version",
 ]

@@ -174,7 +174,7 @@ class Graph(Handle):
         maximum is added when missing); None means powers of two. Saved in the JSON; not part of the hash."""
         policy = _choice(policy, _SYMBOL_POLICIES, "policy")
         bounds = []
-        for k, b in enumerate(buckets or ()):
+        for k, b in enumerate(() if buckets is None else buckets):
             if isinstance(b, bool) or not (isinstance(b, int) or hasattr(b, "__index__")):
                 raise invalid(f"bucket {k} is {b!r}; expected an int")
             bounds.append(int(b))

@@ -61,6 +61,12 @@ const WEFT_BACKEND_AUTO = Cint(0)
 const WEFT_BACKEND_GPU = Cint(1)
 const WEFT_BACKEND_REFERENCE = Cint(2)
 
+const weft_symbol_policy = Cint
+const WEFT_SYMBOL_AUTO = Cint(0)
+const WEFT_SYMBOL_EXACT = Cint(1)
+const WEFT_SYMBOL_BUCKETS = Cint(2)
+const WEFT_SYMBOL_RUNTIME = Cint(3)
+
 const weft_tensor = UInt64
 const WEFT_TENSOR_NONE = weft_tensor(0)
 
@@ -150,6 +156,21 @@ struct weft_program_options
     arch::Ptr{Cchar}
     watchdog_ms::Int32
     disable_cache::Int32
+    max_loaded_kernels::Int32
+    lazy::Int32
+end
+
+struct weft_program_stats
+    struct_size::Csize_t
+    compiles::Int64
+    cache_loads::Int64
+    evictions::Int64
+    generic_runs::Int64
+    pending::Int64
+    loaded::Int64
+    host_jit::Int32
+    host_jit_cache_hit::Int32
+    host_jit_ms::Cdouble
 end
 
 struct weft_model_options
@@ -204,6 +225,7 @@ weft_tensor_info() = weft_tensor_info(sizeof(weft_tensor_info), C_NULL, 0, 0, 0,
 weft_compile_report() = weft_compile_report(sizeof(weft_compile_report), 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0, zero_chars(33))
 weft_model_info() = weft_model_info(sizeof(weft_model_info), zero_chars(16), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, zero_chars(128), 0)
 weft_generate_report() = weft_generate_report(sizeof(weft_generate_report), 0.0, 0.0)
+weft_program_stats() = weft_program_stats(sizeof(weft_program_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0.0)
 
 # ---- functions: one line each, parameters named as in weft.h ----
 weft_version() = ccall((:weft_version, libweft), Cint, ())
@@ -218,6 +240,7 @@ weft_context_destroy(context) = ccall((:weft_context_destroy, libweft), Cvoid, (
 weft_graph_create(context, name, out) = ccall((:weft_graph_create, libweft), weft_status, (Ptr{weft_context}, Cstring, Ptr{Ptr{weft_graph}}), context, name, out)
 weft_graph_destroy(graph) = ccall((:weft_graph_destroy, libweft), Cvoid, (Ptr{weft_graph},), graph)
 weft_graph_declare_symbol(graph, name, min_value, max_value) = ccall((:weft_graph_declare_symbol, libweft), weft_status, (Ptr{weft_graph}, Cstring, Int64, Int64), graph, name, min_value, max_value)
+weft_graph_set_symbol_policy(graph, name, policy, buckets, num_buckets) = ccall((:weft_graph_set_symbol_policy, libweft), weft_status, (Ptr{weft_graph}, Cstring, weft_symbol_policy, Ptr{Int64}, Int32), graph, name, policy, buckets, num_buckets)
 weft_graph_add_tensor(graph, kind, name, dtype, dims, rank, out) = ccall((:weft_graph_add_tensor, libweft), weft_status, (Ptr{weft_graph}, weft_tensor_kind, Cstring, weft_dtype, Ptr{weft_dim}, Int32, Ptr{weft_tensor}), graph, kind, name, dtype, dims, rank, out)
 weft_graph_add_op(graph, op, inputs, num_inputs, attrs_json, name, out) = ccall((:weft_graph_add_op, libweft), weft_status, (Ptr{weft_graph}, Cstring, Ptr{weft_tensor}, Int32, Cstring, Cstring, Ptr{weft_tensor}), graph, op, inputs, num_inputs, attrs_json, name, out)
 weft_graph_mark_output(graph, tensor, name) = ccall((:weft_graph_mark_output, libweft), weft_status, (Ptr{weft_graph}, weft_tensor, Cstring), graph, tensor, name)
@@ -263,6 +286,7 @@ weft_device_count(out) = ccall((:weft_device_count, libweft), weft_status, (Ptr{
 weft_program_create(graph, options, out) = ccall((:weft_program_create, libweft), weft_status, (Ptr{weft_graph}, Ptr{weft_program_options}, Ptr{Ptr{weft_program}}), graph, options, out)
 weft_program_destroy(program) = ccall((:weft_program_destroy, libweft), Cvoid, (Ptr{weft_program},), program)
 weft_program_run(program, bindings, num_bindings, stream) = ccall((:weft_program_run, libweft), weft_status, (Ptr{weft_program}, Ptr{weft_binding}, Int32, Ptr{Cvoid}), program, bindings, num_bindings, stream)
+weft_program_get_stats(program, out) = ccall((:weft_program_get_stats, libweft), weft_status, (Ptr{weft_program}, Ptr{weft_program_stats}), program, out)
 weft_program_synchronize(program, stream) = ccall((:weft_program_synchronize, libweft), weft_status, (Ptr{weft_program}, Ptr{Cvoid}), program, stream)
 
 weft_model_load(context, dir, options, out) = ccall((:weft_model_load, libweft), weft_status, (Ptr{weft_context}, Cstring, Ptr{weft_model_options}, Ptr{Ptr{weft_model}}), context, dir, options, out)

@@ -18,11 +18,11 @@ using .LibWeft
 const L = LibWeft
 
 export WeftError, Context, Graph, Program, Model, Bindings, DeviceBindings, BFloat16, Tensor
-export declare_symbol!, add_tensor!, input!, weight!, state!, op!, embedding!, rmsnorm!, head_rmsnorm!,
+export declare_symbol!, set_symbol_policy!, add_tensor!, input!, weight!, state!, op!, embedding!, rmsnorm!, head_rmsnorm!,
     layernorm!, linear!, matmul!, silu!, gelu!, silu_mul!, rope!, attention_decode!, softmax!, argmax!,
     reduce!, cast!, reshape!, slice!, concat!, mark_output!, validate, tensor_info, find_tensor, outputs,
     to_json, to_text, structural_hash, graph_from_json, run_reference, compile, device_count, bind!, run!,
-    synchronize, model_info, generate, op_names
+    synchronize, program_stats, model_info, generate, op_names
 
 function __init__()
     path = get(ENV, "WEFT_LIB", "")

@@ -68,6 +68,23 @@ function declare_symbol!(g::Graph, name, min_value::Integer, max_value::Integer)
     return nothing
 end
 
+const SYMBOL_POLICIES = Dict(:auto => L.WEFT_SYMBOL_AUTO, :exact => L.WEFT_SYMBOL_EXACT,
+    :buckets => L.WEFT_SYMBOL_BUCKETS, :runtime => L.WEFT_SYMBOL_RUNTIME)
+
+"""    set_symbol_policy!(g, name, policy; buckets=())  — how programs specialize for symbol `name`: :auto (the
+default: :buckets with powers of two when the symbol is maskable, else :exact), :exact (one kernel per value),
+:buckets (one kernel per bucket; `buckets` are ascending upper bounds within the symbol's range, its maximum added
+when missing; none means powers of two) or :runtime (one kernel, at the maximum, for every value). Saved in the
+JSON; not part of the hash."""
+function set_symbol_policy!(g::Graph, name, policy::Symbol; buckets=())
+    haskey(SYMBOL_POLICIES, policy) ||
+        invalid("unknown symbol policy :$policy (expected :auto, :exact, :buckets or :runtime)")
+    b = Int64[Int64(x) for x in buckets]
+    GC.@preserve g check(L.weft_graph_set_symbol_policy(g.handle, cstr(name, false), SYMBOL_POLICIES[policy], b,
+        Int32(length(b))))
+    return nothing
+end
+
 const KINDS = Dict(:input => L.WEFT_TENSOR_INPUT, :weight => L.WEFT_TENSOR_WEIGHT, :state => L.WEFT_TENSOR_STATE,
     :intermediate => L.WEFT_TENSOR_INTERMEDIATE)
 kind_symbol(k) = something(findfirst(==(k), KINDS), Symbol("kind", k))

@@ -114,17 +114,22 @@ mutable struct Program
 end
 
 """
-    Program(g; device_ordinal=-1, arch=nothing, watchdog_ms=0, disable_cache=false)
+    Program(g; device_ordinal=-1, arch=nothing, watchdog_ms=0, disable_cache=false, max_loaded_kernels=0, lazy=false)
 
 Loads `g` (copied) for a device: `device_ordinal >= 0` uses that device's primary context, -1 the calling
-thread's current context (or device 0). Kernels are compiled per shape on first use.
+thread's current context (or device 0). Kernels are compiled per shape on first use (see `set_symbol_policy!`);
+at most `max_loaded_kernels` stay loaded, the least recently used unloaded beyond it (0: 8). With `lazy`, a run
+whose specialization is not loaded yet runs on the generic kernel (every maskable symbol at its maximum) while the
+specialization compiles on a background thread, instead of waiting for the compile.
 """
-function Program(g::Graph; device_ordinal::Integer=-1, arch=nothing, watchdog_ms::Integer=0, disable_cache::Bool=false)
+function Program(g::Graph; device_ordinal::Integer=-1, arch=nothing, watchdog_ms::Integer=0, disable_cache::Bool=false,
+    max_loaded_kernels::Integer=0, lazy::Bool=false)
     a = arch === nothing ? "" : cstr(arch, false)
     out = Ref{Ptr{L.weft_program}}(C_NULL)
     GC.@preserve g a begin
         opts = Ref(L.weft_program_options(sizeof(L.weft_program_options), Int32(device_ordinal),
-            arch === nothing ? C_NULL : pointer(a), Int32(watchdog_ms), Int32(disable_cache)))
+            arch === nothing ? C_NULL : pointer(a), Int32(watchdog_ms), Int32(disable_cache), Int32(max_loaded_kernels),
+            Int32(lazy)))
         check(L.weft_program_create(g.handle, opts, out))
     end
     return Program(out[])
@@ -134,6 +139,22 @@ function Base.close(p::Program)
     h, p.handle = p.handle, C_NULL
     h == C_NULL || L.weft_program_destroy(h)
     return nothing
+end
+
+"""
+    program_stats(p) -> NamedTuple
+
+What the program has done so far (weft_program_stats): `compiles` (kernel cache misses), `cache_loads`,
+`evictions` (to stay within max_loaded_kernels), `generic_runs` (lazy runs served by the generic kernel),
+`pending` (compiling in the background now), `loaded` (specializations loaded now), `host_jit` (runs are checked
+and planned by JIT-compiled host code), `host_jit_cache_hit`, `host_jit_ms`. Finished background compiles are
+taken in first.
+"""
+function program_stats(p::Program)
+    s = with_out(L.weft_program_get_stats, p, L.weft_program_stats, L.weft_program_stats())
+    return (compiles=Int(s.compiles), cache_loads=Int(s.cache_loads), evictions=Int(s.evictions),
+        generic_runs=Int(s.generic_runs), pending=Int(s.pending), loaded=Int(s.loaded), host_jit=s.host_jit != 0,
+        host_jit_cache_hit=s.host_jit_cache_hit != 0, host_jit_ms=Float64(s.host_jit_ms))
 end
 
 """Device memory (CUdeviceptr addresses, dense layout) bound to graph tensors for a program run."""

@@ -107,6 +107,59 @@ end
                 expect_error(() -> run!(p, b), L.WEFT_ERROR_INVALID_ARGUMENT, "'x'")
                 close(p)
             end
+            # Runs the f32 MLP for `batch` rows on `p` and checks it against the arithmetic done here.
+            function run_mlp_checked(p, m, batch, seed)
+                d = mlp_data(batch, Float32, seed)
+                shapes = mlp_shapes(batch)
+                b = DeviceBindings()
+                for (i, t) in enumerate((m.x, m.w1, m.b1, m.w2, m.b2))
+                    bind!(b, t, upload(d[i]), Float32, shapes[i])
+                end
+                y_dev = alloc(batch * N * 4)
+                bind!(b, m.y, y_dev, Float32, shapes[6])
+                run!(p, b)
+                synchronize(p)
+                y = CU.download!(zeros(Float32, batch * N), dev, y_dev)
+                @test close_enough(y, mlp_expected(d, batch, Float32); abs_tol=2e-3, rel_tol=2e-3)
+            end
+
+            @testset "lazy program runs on the generic kernel and reports stats" begin
+                m = build_mlp(Context(), Float32)
+                # Batch 3 runs on the kernel for 4; the generic kernel is the one for 8.
+                set_symbol_policy!(m.g, "batch", :buckets; buckets=[2, 4])
+                p = Program(m.g; device_ordinal=0, lazy=true, max_loaded_kernels=4)
+                s = program_stats(p)
+                @test (s.compiles, s.cache_loads, s.evictions, s.generic_runs, s.pending, s.loaded) == (0, 0, 0, 0, 0, 0)
+                @test s.host_jit_ms >= 0 && (s.host_jit || (!s.host_jit_cache_hit && s.host_jit_ms == 0))
+                # The kernel for 4 is not loaded: the generic kernel serves the run while it compiles.
+                run_mlp_checked(p, m, 3, 41)
+                s = program_stats(p)
+                @test s.generic_runs == 1 && s.evictions == 0
+                @test s.compiles + s.cache_loads >= 1 && s.loaded >= 1 # the generic kernel at least
+                deadline = time() + 300
+                while s.pending > 0 && time() < deadline
+                    sleep(0.05)
+                    s = program_stats(p)
+                end
+                @test s.pending == 0
+                @test s.loaded == 2 && s.compiles + s.cache_loads == 2 # generic + the kernel for 4
+                run_mlp_checked(p, m, 3, 42) # now on its own specialization
+                @test program_stats(p).generic_runs == 1
+                close(p)
+                expect_error(() -> program_stats(p), L.WEFT_ERROR_INVALID_HANDLE)
+            end
+
+            @testset "max_loaded_kernels evicts the least recently used" begin
+                m = build_mlp(Context(), Float32)
+                set_symbol_policy!(m.g, "batch", :buckets; buckets=[2, 4])
+                p = Program(m.g; device_ordinal=0, max_loaded_kernels=1)
+                run_mlp_checked(p, m, 1, 51) # buckets 2 and 4: the second unloads the first
+                run_mlp_checked(p, m, 3, 52)
+                s = program_stats(p)
+                @test (s.loaded, s.evictions, s.generic_runs, s.pending) == (1, 1, 0, 0)
+                @test s.compiles + s.cache_loads == 2
+                close(p)
+            end
         finally
             foreach(p -> CU.free(dev, p), allocations)
             close(dev)

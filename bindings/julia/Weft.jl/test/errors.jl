@@ -49,6 +49,23 @@ end
     expect_error(() -> find_tensor(m.g, "a\0b"), INVALID, "NUL")
 end
 
+@testset "symbol policy and program option errors name the problem" begin
+    m = build_mlp(Context(), Float32)
+    expect_error(() -> set_symbol_policy!(m.g, "seq", :exact), INVALID, "weft_graph_set_symbol_policy",
+        "symbol 'seq' is not declared")
+    expect_error(() -> set_symbol_policy!(m.g, "batch", :buckets; buckets=[4, 2]), INVALID, "symbol 'batch'",
+        "bucket 1 is 2", "not above the one before (4)", "ascending")
+    expect_error(() -> set_symbol_policy!(m.g, "batch", :buckets; buckets=[100]), INVALID, "bucket 0 is 100", "[1, 8]")
+    expect_error(() -> set_symbol_policy!(m.g, "batch", :runtime; buckets=[2, 4]), INVALID, "symbol 'batch'",
+        "a bucket list is only for the BUCKETS policy")
+    expect_error(() -> set_symbol_policy!(m.g, "batch", :fastest), INVALID, ":fastest")
+    @test !occursin("policy", to_json(m.g)) # a refused policy changes nothing
+    # Checked before any device is opened.
+    expect_error(() -> Program(m.g; max_loaded_kernels=-1), INVALID, "weft_program_create", "max_loaded_kernels is -1")
+    expect_error(() -> program_stats(Program(Ptr{L.weft_program}(C_NULL))), L.WEFT_ERROR_INVALID_HANDLE,
+        "weft_program_get_stats")
+end
+
 @testset "malformed JSON is rejected" begin
     ctx = Context()
     expect_error(() -> graph_from_json(ctx, "{\"ops\": [1, 2"), INVALID, "parse")

@@ -92,6 +92,30 @@ end
     @test reinterpret(UInt32, run_mlp_f32(back, d, 4)) == reinterpret(UInt32, run_mlp_f32(g, d, 4))
 end
 
+@testset "symbol policy survives JSON and is left out of the hash" begin
+    ctx = Context()
+    m = build_mlp(ctx, Float32)
+    plain, h = to_json(m.g), structural_hash(m.g)
+    compact(s) = filter(!isspace, s) # canonical JSON is indented
+    set_symbol_policy!(m.g, "batch", :buckets; buckets=[2, 4])
+    json = to_json(m.g)
+    @test occursin("\"buckets\":[2,4,8]", compact(json)) # the maximum is added
+    @test occursin("\"policy\":\"buckets\"", compact(json))
+    @test structural_hash(m.g) == h # the kernels for one value are the same under every policy
+    back = graph_from_json(ctx, json)
+    @test to_json(back) == json && structural_hash(back) == h
+    for policy in (:exact, :runtime, :buckets)
+        set_symbol_policy!(back, "batch", policy)
+        j = to_json(back)
+        @test occursin("\"policy\":\"$policy\"", compact(j)) && !occursin("\"buckets\":[", compact(j))
+        @test to_json(graph_from_json(ctx, j)) == j
+    end
+    set_symbol_policy!(back, "batch", :auto) # the default, which the JSON leaves out
+    @test to_json(back) == plain
+    d = mlp_data(3, Float32, 13) # the reference does not depend on the policy
+    @test close_enough(run_mlp_f32(m.g, d, 3), mlp_expected(d, 3, Float32); abs_tol=1e-5, rel_tol=1e-4)
+end
+
 @testset "decoder block on the reference" begin
     g = build_decoder(Context())
     validate(g)

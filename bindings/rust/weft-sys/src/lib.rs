@@ -69,6 +69,12 @@ pub struct weft_context_options {
 pub type weft_tensor = u64;
 pub const WEFT_TENSOR_NONE: weft_tensor = 0;
 
+pub type weft_symbol_policy = i32;
+pub const WEFT_SYMBOL_AUTO: weft_symbol_policy = 0;
+pub const WEFT_SYMBOL_EXACT: weft_symbol_policy = 1;
+pub const WEFT_SYMBOL_BUCKETS: weft_symbol_policy = 2;
+pub const WEFT_SYMBOL_RUNTIME: weft_symbol_policy = 3;
+
 pub type weft_tensor_kind = i32;
 pub const WEFT_TENSOR_INPUT: weft_tensor_kind = 0;
 pub const WEFT_TENSOR_WEIGHT: weft_tensor_kind = 1;
@@ -175,6 +181,23 @@ pub struct weft_program_options {
     pub arch: *const c_char,
     pub watchdog_ms: i32,
     pub disable_cache: i32,
+    pub max_loaded_kernels: i32,
+    pub lazy: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct weft_program_stats {
+    pub struct_size: usize,
+    pub compiles: i64,
+    pub cache_loads: i64,
+    pub evictions: i64,
+    pub generic_runs: i64,
+    pub pending: i64,
+    pub loaded: i64,
+    pub host_jit: i32,
+    pub host_jit_cache_hit: i32,
+    pub host_jit_ms: f64,
 }
 
 pub type weft_backend = i32;
@@ -253,6 +276,13 @@ extern "C" {
     pub fn weft_graph_destroy(graph: *mut G);
     pub fn weft_graph_declare_symbol(graph: *mut G, name: *const c_char, min_value: i64, max_value: i64)
         -> weft_status;
+    pub fn weft_graph_set_symbol_policy(
+        graph: *mut G,
+        name: *const c_char,
+        policy: weft_symbol_policy,
+        buckets: *const i64,
+        num_buckets: i32,
+    ) -> weft_status;
     pub fn weft_graph_add_tensor(
         graph: *mut G,
         kind: weft_tensor_kind,
@@ -402,6 +432,7 @@ extern "C" {
         num_bindings: i32,
         stream: *mut c_void,
     ) -> weft_status;
+    pub fn weft_program_get_stats(program: *mut weft_program, out: *mut weft_program_stats) -> weft_status;
     pub fn weft_program_synchronize(program: *mut weft_program, stream: *mut c_void) -> weft_status;
 
     pub fn weft_model_load(
@@ -463,6 +494,18 @@ mod tests {
             size!(weft_program_options),
             off!(weft_program_options, arch),
             off!(weft_program_options, disable_cache),
+            off!(weft_program_options, max_loaded_kernels),
+            off!(weft_program_options, lazy),
+            size!(weft_program_stats),
+            off!(weft_program_stats, compiles),
+            off!(weft_program_stats, cache_loads),
+            off!(weft_program_stats, evictions),
+            off!(weft_program_stats, generic_runs),
+            off!(weft_program_stats, pending),
+            off!(weft_program_stats, loaded),
+            off!(weft_program_stats, host_jit),
+            off!(weft_program_stats, host_jit_cache_hit),
+            off!(weft_program_stats, host_jit_ms),
             size!(weft_model_options),
             off!(weft_model_options, disable_cache),
             size!(weft_model_info),
@@ -511,5 +554,28 @@ mod tests {
         let names: Vec<_> =
             [WEFT_DTYPE_BF16, WEFT_DTYPE_F16, WEFT_DTYPE_F32, WEFT_DTYPE_I32, WEFT_DTYPE_I64].map(dt).into();
         assert_eq!(names, ["bf16", "f16", "f32", "i32", "i64"]);
+    }
+
+    #[test]
+    fn symbol_policies_are_accepted_and_one_past_runtime_is_refused() {
+        let mut ctx = std::ptr::null_mut();
+        let mut g = std::ptr::null_mut();
+        unsafe {
+            assert_eq!(weft_context_create(std::ptr::null(), &mut ctx), WEFT_OK);
+            assert_eq!(weft_graph_create(ctx, std::ptr::null(), &mut g), WEFT_OK);
+            assert_eq!(weft_graph_declare_symbol(g, c"n".as_ptr(), 1, 64), WEFT_OK);
+            for p in [WEFT_SYMBOL_AUTO, WEFT_SYMBOL_EXACT, WEFT_SYMBOL_BUCKETS, WEFT_SYMBOL_RUNTIME] {
+                assert_eq!(weft_graph_set_symbol_policy(g, c"n".as_ptr(), p, std::ptr::null(), 0), WEFT_OK);
+            }
+            let buckets = [4i64, 16];
+            let s = weft_graph_set_symbol_policy(g, c"n".as_ptr(), WEFT_SYMBOL_BUCKETS, buckets.as_ptr(), 2);
+            assert_eq!(s, WEFT_OK);
+            let s = weft_graph_set_symbol_policy(g, c"n".as_ptr(), WEFT_SYMBOL_RUNTIME + 1, std::ptr::null(), 0);
+            assert_eq!(s, WEFT_ERROR_INVALID_ARGUMENT);
+            let msg = std::ffi::CStr::from_ptr(weft_last_error_message()).to_str().unwrap().to_owned();
+            assert!(msg.contains("AUTO, EXACT, BUCKETS or RUNTIME"), "{msg}");
+            weft_graph_destroy(g);
+            weft_context_destroy(ctx);
+        }
     }
 }

@@ -84,6 +84,16 @@ impl Graph {
         check(unsafe { sys::weft_graph_declare_symbol(self.g(), name.as_ptr(), min_value, max_value) })
     }
 
+    /// How programs specialize for symbol `name`. With `SymbolPolicy::Buckets`, `buckets` holds ascending upper
+    /// bounds within the symbol's range (its maximum is added when missing); empty means powers of two. Other
+    /// policies take no buckets. Saved in the JSON; not part of the hash.
+    pub fn set_symbol_policy(&mut self, name: &str, policy: SymbolPolicy, buckets: &[i64]) -> Result<()> {
+        let name = c_string("symbol", name)?;
+        let n = i32::try_from(buckets.len()).map_err(|_| Error::invalid("too many buckets"))?;
+        let ptr = if buckets.is_empty() { ptr::null() } else { buckets.as_ptr() };
+        check(unsafe { sys::weft_graph_set_symbol_policy(self.g(), name.as_ptr(), policy.raw(), ptr, n) })
+    }
+
     pub fn add_tensor(&mut self, kind: TensorKind, name: &str, dtype: DType, dims: &[Dim]) -> Result<Tensor> {
         let name = c_string("tensor name", name)?;
         let d = CDims::new(dims)?;

@@ -30,7 +30,7 @@ pub use bindings::{DeviceBindings, DevicePtr, HostBindings};
 pub use error::{Error, Result, Status};
 pub use graph::{op_names, Context, Graph};
 pub use model::{Backend, GenerateRequest, Generation, Model, ModelInfo, ModelOptions};
-pub use program::{device_count, CompileOptions, CompileReport, Program, ProgramOptions, Stream};
+pub use program::{device_count, CompileOptions, CompileReport, Program, ProgramOptions, ProgramStats, Stream};
 pub use types::*;
 
 /// The loaded library's version as WEFT_VERSION encodes it (0.1.0 -> 100).

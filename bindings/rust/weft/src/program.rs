@@ -81,11 +81,62 @@ pub struct ProgramOptions {
     /// 0: $WEFT_WATCHDOG_MS, else 5000.
     pub watchdog_ms: i32,
     pub disable_cache: bool,
+    /// Specializations kept loaded on the device (the least recently used unloaded beyond it); 0: 8.
+    pub max_loaded_kernels: i32,
+    /// A run whose specialization is not loaded yet runs on the generic kernel (every maskable symbol at its
+    /// maximum) while the specialization compiles on a background thread, instead of waiting for the compile.
+    pub lazy: bool,
 }
 
 impl Default for ProgramOptions {
     fn default() -> Self {
-        ProgramOptions { device_ordinal: -1, arch: None, watchdog_ms: 0, disable_cache: false }
+        ProgramOptions {
+            device_ordinal: -1,
+            arch: None,
+            watchdog_ms: 0,
+            disable_cache: false,
+            max_loaded_kernels: 0,
+            lazy: false,
+        }
+    }
+}
+
+/// What a program has done so far (weft_program_stats).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProgramStats {
+    /// Specializations compiled (kernel cache misses).
+    pub compiles: i64,
+    /// Specializations loaded from the kernel cache.
+    pub cache_loads: i64,
+    /// Specializations unloaded to stay within `max_loaded_kernels`.
+    pub evictions: i64,
+    /// Lazy mode: runs served by the generic kernel while theirs compiled.
+    pub generic_runs: i64,
+    /// Specializations compiling in the background now.
+    pub pending: i64,
+    /// Specializations loaded now.
+    pub loaded: i64,
+    /// Runs are checked and planned by JIT-compiled host code (LLVM ORC).
+    pub host_jit: bool,
+    /// That code's object was loaded from the kernel cache.
+    pub host_jit_cache_hit: bool,
+    /// Generating + compiling (or loading) it, at program creation.
+    pub host_jit_ms: f64,
+}
+
+impl ProgramStats {
+    pub(crate) fn from_c(s: &sys::weft_program_stats) -> Self {
+        ProgramStats {
+            compiles: s.compiles,
+            cache_loads: s.cache_loads,
+            evictions: s.evictions,
+            generic_runs: s.generic_runs,
+            pending: s.pending,
+            loaded: s.loaded,
+            host_jit: s.host_jit != 0,
+            host_jit_cache_hit: s.host_jit_cache_hit != 0,
+            host_jit_ms: s.host_jit_ms,
+        }
     }
 }
 
@@ -132,6 +183,8 @@ impl Program {
             arch: ptr_or_null(&arch),
             watchdog_ms: options.watchdog_ms,
             disable_cache: options.disable_cache as i32,
+            max_loaded_kernels: options.max_loaded_kernels,
+            lazy: options.lazy as i32,
         };
         let mut raw = ptr::null_mut();
         check(unsafe { sys::weft_program_create(graph.as_raw(), &o, &mut raw) })?;
@@ -152,6 +205,16 @@ impl Program {
         let raw = bindings.to_c();
         let n = i32::try_from(raw.len()).map_err(|_| Error::invalid("too many bindings"))?;
         check(sys::weft_program_run(self.raw.as_ptr(), raw.as_ptr(), n, stream.0))
+    }
+
+    /// What the program has done so far; background compiles that have finished are taken in first.
+    pub fn stats(&self) -> Result<ProgramStats> {
+        let mut s = sys::weft_program_stats {
+            struct_size: std::mem::size_of::<sys::weft_program_stats>(),
+            ..Default::default()
+        };
+        check(unsafe { sys::weft_program_get_stats(self.raw.as_ptr(), &mut s) })?;
+        Ok(ProgramStats::from_c(&s))
     }
 
     /// Waits for `stream` and reports a device-side failure of an earlier run (DEADLOCK, INVALID_ARGUMENT).

@@ -364,6 +364,33 @@ impl AttentionOptions {
     }
 }
 
+/// How a program specializes its kernels for a symbol's values (weft_symbol_policy). A kernel compiled for a
+/// value U serves any smaller value by masking when the symbol is "maskable" (dim 0 of every tensor it sizes,
+/// no op combining values across it: a batch dim, typically).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SymbolPolicy {
+    /// BUCKETS (powers of two) when the symbol is maskable, else EXACT.
+    #[default]
+    Auto,
+    /// One kernel per value.
+    Exact,
+    /// One kernel per bucket; a value runs on the kernel of the first bucket >= it.
+    Buckets,
+    /// One kernel (compiled at the maximum) for every value: a value never compiles.
+    Runtime,
+}
+
+impl SymbolPolicy {
+    pub fn raw(self) -> sys::weft_symbol_policy {
+        match self {
+            SymbolPolicy::Auto => sys::WEFT_SYMBOL_AUTO,
+            SymbolPolicy::Exact => sys::WEFT_SYMBOL_EXACT,
+            SymbolPolicy::Buckets => sys::WEFT_SYMBOL_BUCKETS,
+            SymbolPolicy::Runtime => sys::WEFT_SYMBOL_RUNTIME,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceKind {
     Sum,

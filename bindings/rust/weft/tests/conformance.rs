@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use weft::{dims, Bf16, CompileOptions, Context, DType, Dim, Graph, HostBindings, TensorKind};
+use weft::{dims, Bf16, CompileOptions, Context, DType, Dim, Graph, HostBindings, SymbolPolicy, TensorKind};
 
 #[test]
 fn library_reports_its_version_and_ops() {
@@ -103,6 +103,41 @@ fn mlp_introspection_and_json_round_trip() {
     let a = run_mlp_f32(&m, &d, batch).unwrap();
     let b = run_mlp_f32(&reloaded, &d, batch).unwrap();
     assert_eq!(a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), b.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+}
+
+#[test]
+fn symbol_policy_survives_json_and_is_left_out_of_the_hash() {
+    let ctx = Context::new().unwrap();
+    let mut m = build_mlp(&ctx, DType::F32).unwrap();
+    let (plain, hash) = (m.graph.to_json().unwrap(), m.graph.hash().unwrap());
+    // Canonical JSON is indented: compared without whitespace.
+    let compact = |s: &str| s.split_whitespace().collect::<String>();
+    m.graph.set_symbol_policy("batch", SymbolPolicy::Buckets, &[2, 4]).unwrap();
+    let json = m.graph.to_json().unwrap();
+    assert!(compact(&json).contains(r#""buckets":[2,4,8]"#), "the maximum is not added: {json}");
+    assert!(compact(&json).contains(r#""policy":"buckets""#), "{json}");
+    // The kernels for one value are the same under every policy.
+    assert_eq!(m.graph.hash().unwrap(), hash);
+    let mut back = Graph::from_json(&ctx, &json).unwrap();
+    assert_eq!(back.to_json().unwrap(), json);
+    assert_eq!(back.hash().unwrap(), hash);
+
+    for (policy, name) in
+        [(SymbolPolicy::Exact, "exact"), (SymbolPolicy::Runtime, "runtime"), (SymbolPolicy::Buckets, "buckets")]
+    {
+        back.set_symbol_policy("batch", policy, &[]).unwrap();
+        let j = back.to_json().unwrap();
+        assert!(compact(&j).contains(&format!(r#""policy":"{name}""#)), "{j}");
+        assert!(!compact(&j).contains(r#""buckets":["#), "{j}");
+        assert_eq!(Graph::from_json(&ctx, &j).unwrap().to_json().unwrap(), j);
+    }
+    // AUTO is the default, which the JSON leaves out.
+    back.set_symbol_policy("batch", SymbolPolicy::Auto, &[]).unwrap();
+    assert_eq!(back.to_json().unwrap(), plain);
+
+    // The reference does not depend on the policy.
+    let d = mlp_data(3, DType::F32, 13);
+    assert_close("y (buckets)", &run_mlp_f32(&m, &d, 3).unwrap(), &mlp_expected(&d, 3, DType::F32), 1e-5, 1e-4);
 }
 
 #[test]

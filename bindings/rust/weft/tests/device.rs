@@ -4,7 +4,9 @@ mod common;
 
 use common::*;
 use weft::cuda::{DeviceBuffer, Driver};
-use weft::{Bf16, Context, DType, DeviceBindings, Graph, Program, ProgramOptions, Status, Stream};
+use weft::{
+    Bf16, Context, DType, DeviceBindings, Graph, Program, ProgramOptions, ProgramStats, Status, Stream, SymbolPolicy,
+};
 
 /// The driver with device 0's primary context current, or None after printing why there is no GPU.
 fn gpu(test: &str) -> Option<Driver> {
@@ -159,4 +161,80 @@ fn program_rejects_a_wrong_binding_shape() {
     println!("{e}");
     assert_eq!(e.status(), Status::InvalidArgument);
     assert!(e.message().contains("'x'"), "{e}");
+}
+
+/// Runs the f32 MLP for `batch` rows on `p` and checks the result against the arithmetic done here.
+fn run_mlp_checked(drv: &Driver, p: &mut Program, m: &Mlp, batch: usize, seed: u64) {
+    let d = mlp_data(batch, DType::F32, seed);
+    let bufs: Vec<DeviceBuffer> = d.iter().map(|v| drv.upload(v).unwrap()).collect();
+    let y_dev = drv.alloc(batch * N * 4).unwrap();
+    let mut b = DeviceBindings::new();
+    let (bt, k, h, n) = (batch as i64, K as i64, HIDDEN as i64, N as i64);
+    b.add(m.x, bufs[0].ptr(), DType::F32, &[bt, k])
+        .add(m.w1, bufs[1].ptr(), DType::F32, &[h, k])
+        .add(m.b1, bufs[2].ptr(), DType::F32, &[h])
+        .add(m.w2, bufs[3].ptr(), DType::F32, &[n, h])
+        .add(m.b2, bufs[4].ptr(), DType::F32, &[n])
+        .add(m.y, y_dev.ptr(), DType::F32, &[bt, n]);
+    // SAFETY: every buffer holds its shape's elements and outlives the synchronize below.
+    unsafe { p.run(&b, Stream::DEFAULT) }.unwrap();
+    p.synchronize(Stream::DEFAULT).unwrap();
+    let mut y = vec![0.0f32; batch * N];
+    y_dev.copy_to(&mut y).unwrap();
+    assert_close(&format!("gpu y (batch {batch})"), &y, &mlp_expected(&d, batch, DType::F32), 2e-3, 2e-3);
+}
+
+/// The program's stats once no specialization compiles in the background any more (or after 300 s).
+fn settled_stats(p: &Program) -> ProgramStats {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let mut s = p.stats().unwrap();
+    while s.pending > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        s = p.stats().unwrap();
+    }
+    s
+}
+
+#[test]
+fn lazy_program_runs_on_the_generic_kernel_and_reports_stats() {
+    let Some(drv) = gpu("lazy_program_runs_on_the_generic_kernel_and_reports_stats") else { return };
+    let ctx = Context::new().unwrap();
+    let mut m = build_mlp(&ctx, DType::F32).unwrap();
+    // Batch 3 runs on the kernel for 4; the generic kernel is the one for 8.
+    m.graph.set_symbol_policy("batch", SymbolPolicy::Buckets, &[2, 4]).unwrap();
+    let opts = ProgramOptions { device_ordinal: 0, lazy: true, max_loaded_kernels: 4, ..Default::default() };
+    let mut p = Program::new(&m.graph, &opts).unwrap();
+    let s = p.stats().unwrap();
+    println!("fresh program: {s:?}");
+    assert_eq!((s.compiles, s.cache_loads, s.evictions, s.generic_runs, s.pending, s.loaded), (0, 0, 0, 0, 0, 0));
+    assert!(s.host_jit_ms >= 0.0 && (s.host_jit || (!s.host_jit_cache_hit && s.host_jit_ms == 0.0)), "{s:?}");
+
+    // The kernel for 4 is not loaded: the generic kernel serves the run while it compiles.
+    run_mlp_checked(&drv, &mut p, &m, 3, 41);
+    let s = p.stats().unwrap();
+    assert_eq!((s.generic_runs, s.evictions), (1, 0), "{s:?}");
+    assert!(s.compiles + s.cache_loads >= 1 && s.loaded >= 1, "the generic kernel at least: {s:?}");
+    let s = settled_stats(&p);
+    assert_eq!(s.pending, 0, "the background compile did not finish: {s:?}");
+    assert_eq!((s.loaded, s.compiles + s.cache_loads), (2, 2), "generic + the kernel for 4: {s:?}");
+
+    // Now on its own specialization.
+    run_mlp_checked(&drv, &mut p, &m, 3, 42);
+    assert_eq!(p.stats().unwrap().generic_runs, 1);
+}
+
+#[test]
+fn max_loaded_kernels_evicts_the_least_recently_used() {
+    let Some(drv) = gpu("max_loaded_kernels_evicts_the_least_recently_used") else { return };
+    let ctx = Context::new().unwrap();
+    let mut m = build_mlp(&ctx, DType::F32).unwrap();
+    m.graph.set_symbol_policy("batch", SymbolPolicy::Buckets, &[2, 4]).unwrap();
+    let opts = ProgramOptions { device_ordinal: 0, max_loaded_kernels: 1, ..Default::default() };
+    let mut p = Program::new(&m.graph, &opts).unwrap();
+    // Buckets 2 and 4: the second unloads the first.
+    run_mlp_checked(&drv, &mut p, &m, 1, 51);
+    run_mlp_checked(&drv, &mut p, &m, 3, 52);
+    let s = p.stats().unwrap();
+    assert_eq!((s.loaded, s.evictions, s.generic_runs, s.pending), (1, 1, 0, 0), "{s:?}");
+    assert_eq!(s.compiles + s.cache_loads, 2, "{s:?}");
 }

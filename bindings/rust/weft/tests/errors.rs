@@ -2,7 +2,9 @@
 mod common;
 
 use common::*;
-use weft::{dims, sys, CompileOptions, Context, DType, Graph, HostBindings, Status};
+use weft::{
+    dims, sys, CompileOptions, Context, DType, Graph, HostBindings, Program, ProgramOptions, Status, SymbolPolicy,
+};
 
 fn expect_err<T: std::fmt::Debug>(r: weft::Result<T>, status: Status, needles: &[&str]) -> weft::Error {
     let e = r.expect_err("the call succeeded");
@@ -35,6 +37,45 @@ fn undefined_symbol_is_named() {
     expect_err(g.input("x", DType::F32, &dims!["seq", 4]), Status::InvalidArgument, &["seq"]);
     expect_err(g.declare_symbol("batch", 1, 4), Status::InvalidArgument, &["batch"]);
     expect_err(g.declare_symbol("empty", 5, 2), Status::InvalidArgument, &["empty"]);
+}
+
+#[test]
+fn symbol_policy_errors_name_the_problem() {
+    let ctx = Context::new().unwrap();
+    let mut m = build_mlp(&ctx, DType::F32).unwrap();
+    let g = &mut m.graph;
+    let invalid = Status::InvalidArgument;
+    expect_err(
+        g.set_symbol_policy("seq", SymbolPolicy::Exact, &[]),
+        invalid,
+        &["weft_graph_set_symbol_policy", "symbol 'seq' is not declared"],
+    );
+    expect_err(
+        g.set_symbol_policy("batch", SymbolPolicy::Buckets, &[4, 2]),
+        invalid,
+        &["symbol 'batch'", "bucket 1 is 2", "not above the one before (4)", "ascending"],
+    );
+    expect_err(g.set_symbol_policy("batch", SymbolPolicy::Buckets, &[100]), invalid, &["bucket 0 is 100", "[1, 8]"]);
+    expect_err(
+        g.set_symbol_policy("batch", SymbolPolicy::Runtime, &[2, 4]),
+        invalid,
+        &["symbol 'batch'", "a bucket list is only for the BUCKETS policy"],
+    );
+    expect_err(g.set_symbol_policy("ba\0tch", SymbolPolicy::Exact, &[]), invalid, &["NUL"]);
+    // A refused policy changes nothing.
+    assert!(!g.to_json().unwrap().contains("policy"));
+}
+
+#[test]
+fn negative_max_loaded_kernels_is_refused_before_any_device() {
+    let ctx = Context::new().unwrap();
+    let m = build_mlp(&ctx, DType::F32).unwrap();
+    let opts = ProgramOptions { max_loaded_kernels: -1, ..Default::default() };
+    expect_err(
+        Program::new(&m.graph, &opts),
+        Status::InvalidArgument,
+        &["weft_program_create", "max_loaded_kernels is -1"],
+    );
 }
 
 #[test]
@@ -178,6 +219,11 @@ fn handles_drop_in_any_order_and_dead_handles_are_reported() {
         let mut g2 = std::ptr::null_mut();
         assert_eq!(sys::weft_graph_create(c, std::ptr::null(), &mut g2), sys::WEFT_ERROR_INVALID_HANDLE);
         assert!(g2.is_null(), "out-parameter written on error");
+        let mut stats = sys::weft_program_stats {
+            struct_size: std::mem::size_of::<sys::weft_program_stats>(),
+            ..Default::default()
+        };
+        assert_eq!(sys::weft_program_get_stats(std::ptr::null_mut(), &mut stats), sys::WEFT_ERROR_INVALID_HANDLE);
     }
 }
 
