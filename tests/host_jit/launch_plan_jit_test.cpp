@@ -411,5 +411,21 @@ TEST(LaunchPlanJit, CompilesWithoutACache) {
   EXPECT_GT(jit->stats().object_bytes, 0u);
 }
 
+// Degenerate tables: no tensors, nothing bindable, no symbols.
+TEST(LaunchPlanJit, AgreesOnDegenerateTables) {
+  LaunchPlanTables empty;
+  empty.tag = 3;
+  LaunchPlanTables inner = empty;
+  inner.tensors.resize(3);  // all intermediates, rank 0
+  for (const LaunchPlanTables* tables : {&empty, &inner}) {
+    const std::unique_ptr<LaunchPlanJit> jit = compile_launch_plan(*tables, nullptr);
+    Bindings none;
+    EXPECT_TRUE(agree(*tables, none, jit->function()));
+    Bindings one;
+    one.list.push_back(PlanBinding{tensor_id(3, 0), &one, 0, 0, nullptr, nullptr});
+    EXPECT_TRUE(agree(*tables, one, jit->function()));
+  }
+}
+
 }  // namespace
 }  // namespace weft::test
