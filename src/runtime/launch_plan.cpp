@@ -2,6 +2,13 @@
 
 namespace weft {
 
+int64_t compile_value(const std::vector<int64_t>& buckets, int64_t value) {
+  if (value != 0)
+    for (int64_t b : buckets)
+      if (b >= value) return b;
+  return value;
+}
+
 LaunchPlanTables make_launch_plan_tables(const Graph& g, const std::vector<std::vector<int64_t>>& buckets, uint32_t tag) {
   LaunchPlanTables t;
   t.tag = tag;
@@ -90,17 +97,7 @@ int32_t run_launch_plan_reference(const LaunchPlanTables& tables, const PlanBind
       }
     }
 
-  for (size_t s = 0; s < tables.symbols.size(); ++s) {
-    const std::vector<int64_t>& buckets = tables.symbols[s].buckets;
-    int64_t value = symbols[s];
-    if (value != 0)
-      for (int64_t b : buckets)
-        if (b >= symbols[s]) {
-          value = b;
-          break;
-        }
-    compile_values[s] = value;
-  }
+  for (size_t s = 0; s < tables.symbols.size(); ++s) compile_values[s] = compile_value(tables.symbols[s].buckets, symbols[s]);
   return 0;
 }
 

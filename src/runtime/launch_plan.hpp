@@ -76,6 +76,10 @@ struct LaunchPlanTables {
 using LaunchPlanFn = int32_t (*)(const PlanBinding* bindings, int32_t num_bindings, void** slots, int64_t* symbols,
                                  int64_t* compile_values, int64_t* error_info);
 
+// The value a symbol with `value` is compiled for: the first of `buckets` >= value; the value itself when
+// `buckets` is empty (exact) or the value is 0 (no bound tensor has the symbol).
+int64_t compile_value(const std::vector<int64_t>& buckets, int64_t value);
+
 // The tables of `g`: `buckets[s]` are symbol s's buckets (see Symbol::buckets), tag as above.
 LaunchPlanTables make_launch_plan_tables(const Graph& g, const std::vector<std::vector<int64_t>>& buckets, uint32_t tag);
 

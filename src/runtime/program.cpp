@@ -273,14 +273,8 @@ Program::Variant& Program::variant_for_run(const SymbolValues& values) {
 }
 
 SymbolValues Program::compile_values_of(const SymbolValues& values) const {
-  // A symbol no bound tensor has stays 0, as in the launch plan.
   SymbolValues out = values;
-  for (size_t s = 0; s < out.size(); ++s)
-    for (int64_t b : buckets_[s])
-      if (values[s] != 0 && b >= values[s]) {
-        out[s] = b;
-        break;
-      }
+  for (size_t s = 0; s < out.size(); ++s) out[s] = compile_value(buckets_[s], values[s]);
   return out;
 }
 
