@@ -12,47 +12,62 @@
 namespace weft_dev {
 
 // Layout in smem: [0] the position the prologue used (int), then K rows [cap][hd], V rows [cap][hd] (T), then
-// q as f32 [group][hd], then scores f32 [group][cap], then m / l per head.
+// q as f32 [group][hd], the per-warp partial outputs f32 [warps][group][hd], 1/l per head, then scores f32
+// [group][cap].
 struct AttnSmemPlan {
   bool ok;
-  i64 cap;  // timesteps that fit
+  int hd, group, kvh;  // head_dim, q heads per kv head, the tile's kv head
+  int cap;             // timesteps that fit
   char *k, *v;
-  float *q, *score, *l;
+  float *q, *part, *inv_l, *score;
 };
 
+// The path takes one (row, kv head) per tile of a 16-bit dtype with head_dim 64 or 128 (attention_smem_fast's
+// instances), every pointer 16-byte aligned (then every row start is). 32-bit arithmetic: a 64-bit division is
+// ~100 instructions, and this runs on the critical path of every layer.
 template <typename T>
-__device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, char* smem) {
+__device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, const weft_env* env, char* smem) {
   AttnSmemPlan s{};
-  const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2];
-  if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0) return s;
-  const i64 group = hq / hkv, esize = static_cast<i64>(sizeof(T));
-  // One (row, kv head) per tile, 16-byte rows, head_dim a multiple of 8 elements (cp.async units, lane groups).
-  if (a->row1 - a->row0 != 1 || a->col1 - a->col0 != group * hd || (hd * esize) % 16 != 0 || hd > 256) return s;
-  const i64 fixed = 16 + group * hd * 4 + group * 4;
-  const i64 per_t = 2 * hd * esize + group * 4;
+  if (sizeof(T) != 2 || a->d[0] <= 0 || a->d[1] <= 0 || a->d[0] > 4096 || (a->d[2] != 64 && a->d[2] != 128)) return s;
+  const int hq = static_cast<int>(a->d[0]), hkv = static_cast<int>(a->d[1]), hd = static_cast<int>(a->d[2]);
+  if (hq % hkv != 0) return s;
+  const int group = hq / hkv;
+  if (a->row1 - a->row0 != 1 || a->col1 - a->col0 != static_cast<i64>(group) * hd || a->col0 % hd != 0) return s;
+  for (int k = 0; k < 5; ++k)
+    if (!aligned16(in_ptr<char>(a, env, k))) return s;
+  if (!aligned16(out_ptr<char>(a, env))) return s;
+  const int fixed = 16 + group * hd * 4 * (1 + WEFT_BLOCK_WARPS) + group * 4;
+  const int per_t = 2 * hd * static_cast<int>(sizeof(T)) + group * 4;
+  if (fixed + per_t > WEFT_SMEM_BYTES) return s;
   s.cap = (WEFT_SMEM_BYTES - fixed) / per_t;
-  if (s.cap < 1) return s;
   s.ok = true;
+  s.hd = hd;
+  s.group = group;
+  s.kvh = static_cast<int>(a->col0 / hd) / group;
   s.k = smem + 16;
-  s.v = s.k + s.cap * hd * esize;
-  s.q = reinterpret_cast<float*>(s.v + s.cap * hd * esize);
-  s.score = s.q + group * hd;
-  s.l = s.score + group * s.cap;
+  s.v = s.k + s.cap * hd * static_cast<int>(sizeof(T));
+  s.q = reinterpret_cast<float*>(s.v + s.cap * hd * static_cast<int>(sizeof(T)));
+  s.part = s.q + group * hd;
+  s.inv_l = s.part + WEFT_BLOCK_WARPS * group * hd;
+  s.score = s.inv_l + group;
   return s;
 }
 
-// Copies K and V rows [t0, t1) of (row b, kv head kvh) into the smem rows, 16 bytes per thread and step.
+// Copies K and V rows [t0, t1) of (row b, the plan's kv head) into the smem rows, 16 bytes per thread and step.
 template <typename T>
 __device__ __forceinline__ void attn_copy_rows(const AttnSmemPlan& s, const T* kc, const T* vc, i64 base, i64 row_kv,
-                                               i64 hd, i64 t0, i64 t1) {
-  const i64 units = hd * static_cast<i64>(sizeof(T)) / 16, n = (t1 - t0) * units;
+                                               int t0, int t1) {
+  const int units = s.hd * static_cast<int>(sizeof(T)) / 16, n = (t1 - t0) * units;
   const u64 policy = l2_evict_first_policy();
-  for (i64 e = tid(); e < n; e += WEFT_BLOCK_THREADS) {
-    const i64 t = t0 + e / units, u = e % units;
+  const unsigned int ks = static_cast<unsigned int>(__cvta_generic_to_shared(s.k));
+  const unsigned int vs = static_cast<unsigned int>(__cvta_generic_to_shared(s.v));
+  for (int e = tid(); e < n; e += WEFT_BLOCK_THREADS) {
+    const int tr = e / units, u = e - tr * units;
+    const int t = t0 + tr;
     const i64 g = base + t * row_kv;
     const unsigned int off = static_cast<unsigned int>((t * units + u) * 16);
-    cp_async16(static_cast<unsigned int>(__cvta_generic_to_shared(s.k)) + off, reinterpret_cast<const char*>(kc + g) + u * 16, policy);
-    cp_async16(static_cast<unsigned int>(__cvta_generic_to_shared(s.v)) + off, reinterpret_cast<const char*>(vc + g) + u * 16, policy);
+    cp_async16(ks + off, reinterpret_cast<const char*>(kc + g) + u * 16, policy);
+    cp_async16(vs + off, reinterpret_cast<const char*>(vc + g) + u * 16, policy);
   }
   cp_async_commit();
 }
@@ -64,101 +79,187 @@ __device__ __forceinline__ i64 attn_clamp_pos(i64 p, i64 s_dim) { return p < 0 ?
 // Returns whether the tile takes this path (else the caller prefetches the rows into L2 instead).
 template <typename T>
 __device__ bool attention_smem_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
-  const AttnSmemPlan s = attn_smem_plan<T>(a, smem);
+  const AttnSmemPlan s = attn_smem_plan<T>(a, env, smem);
   if (!s.ok) return false;
-  const void* pos = in_ptr<void>(a, env, 5);
-  const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2], s_dim = a->d[3];
-  const i64 p = attn_clamp_pos(load_int(pos, a->i[0], a->row0), s_dim);
+  const i64 hkv = a->d[1], s_dim = a->d[3];
+  const i64 p = attn_clamp_pos(load_int(in_ptr<void>(a, env, 5), a->i[0], a->row0), s_dim);
   if (tid() == 0) *reinterpret_cast<int*>(smem) = p >= 0 && p <= s.cap - 1 ? static_cast<int>(p) : -1;
   if (p < 0 || p > s.cap - 1) return false;
-  const i64 kvh = a->col0 / (hq / hkv * hd), row_kv = hkv * hd;
-  attn_copy_rows<T>(s, in_ptr<T>(a, env, 3), in_ptr<T>(a, env, 4), a->row0 * s_dim * row_kv + kvh * hd, row_kv, hd, 0, p);
+  const i64 row_kv = hkv * s.hd;
+  attn_copy_rows<T>(s, in_ptr<T>(a, env, 3), in_ptr<T>(a, env, 4), a->row0 * s_dim * row_kv + s.kvh * s.hd, row_kv,
+                    0, static_cast<int>(p));
   return true;
 }
 
-// After the wait. Returns false when the tile does not fit this path (the caller runs the general one).
-template <typename T>
-__device__ bool attention_smem_run(const weft_task_args* a, const weft_env* env, char* smem) {
-  constexpr int N = Vec<T>::N;
-  const AttnSmemPlan s = attn_smem_plan<T>(a, smem);
-  if (!s.ok) return false;
-  __syncthreads();  // the prologue's note of its position is visible (it may have run just before, without a wait)
-  const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2], s_dim = a->d[3];
-  const i64 b = a->row0, group = hq / hkv, kvh = a->col0 / (group * hd), row_kv = hkv * hd;
+// D elements of T at p (D * sizeof(T) bytes, aligned to that) as floats.
+template <typename T, int D>
+__device__ __forceinline__ void load_elems(const T* p, float (&v)[D]) {
+  static_assert(D * sizeof(T) == 16 || D * sizeof(T) == 8 || D * sizeof(T) == 4, "4, 8 or 16 bytes");
+  alignas(16) T t[D];
+  if constexpr (D * sizeof(T) == 16) *reinterpret_cast<uint4*>(t) = *reinterpret_cast<const uint4*>(p);
+  else if constexpr (D * sizeof(T) == 8) *reinterpret_cast<uint2*>(t) = *reinterpret_cast<const uint2*>(p);
+  else *reinterpret_cast<unsigned int*>(t) = *reinterpret_cast<const unsigned int*>(p);
+#pragma unroll
+  for (int k = 0; k < D; ++k) v[k] = to_f(t[k]);
+}
+
+// Unit e (16 bytes) of the tile's new inputs: q's units first, then k_new's, then v_new's.
+template <int UNITS>
+__device__ __forceinline__ uint4 attn_new_unit(const uint4* q, const uint4* kn, const uint4* vn, int qu, int e) {
+  return e < qu ? q[e] : e < qu + UNITS ? kn[e - qu] : vn[e - qu - UNITS];
+}
+
+// After the wait. Head dims per lane in the weighted sum of V: D (head_dim = 32 D); q heads per pass: G (a
+// divisor of the group, <= 8: register arrays). Everything shape-like is a compile-time constant, so there
+// are no divisions and no guards per head; every phase reads shared memory only and is spread over all warps:
+//   0. q, k_new and v_new: one 16-byte load per thread, all in flight at once; row p into the caches and smem.
+//   1. scores: GS lanes (one 16-byte unit of the head each) per timestep, q held in registers, a shuffle
+//      sum per head; 32 / GS timesteps per warp and pass.
+//   2. softmax statistics: one warp per head.
+//   3. weighted sum of V: warp w takes timesteps w, w + 8, ..., lane l dims [l*D, l*D + D) of G heads; the
+//      warps' partial sums are then added in warp order (deterministic).
+template <typename T, int D, int G>
+__device__ __noinline__ bool attention_smem_fast(const weft_task_args* a, const weft_env* env, char* smem,
+                                                 const AttnSmemPlan& s) {
+  constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, GS = UNITS, PER_WARP = WEFT_WARP_THREADS / GS;
+  static_assert(GS <= WEFT_WARP_THREADS && (GS & (GS - 1)) == 0, "a head's units fit one warp");
+  const int group = s.group;
+  const i64 hkv = a->d[1], s_dim = a->d[3], b = a->row0, row_kv = hkv * HD;
+  const T* kn = in_ptr<T>(a, env, 1) + b * row_kv + s.kvh * HD;
+  const T* vn = in_ptr<T>(a, env, 2) + b * row_kv + s.kvh * HD;
+  const T* qh = in_ptr<T>(a, env, 0) + (b * hkv + s.kvh) * group * HD;
+  T* kc = in_mut_ptr<T>(a, env, 3);
+  T* vc = in_mut_ptr<T>(a, env, 4);
+  // The position and this thread's first unit of the new rows: independent loads, in flight together.
   const i64 p = attn_clamp_pos(load_int(in_ptr<void>(a, env, 5), a->i[0], b), s_dim);
+  const int qu = group * UNITS, nu = qu + 2 * UNITS, e0 = tid();
+  const uint4* q4 = reinterpret_cast<const uint4*>(qh);
+  const uint4* kn4 = reinterpret_cast<const uint4*>(kn);
+  const uint4* vn4 = reinterpret_cast<const uint4*>(vn);
+  uint4 first = make_uint4(0u, 0u, 0u, 0u);
+  if (e0 < nu) first = attn_new_unit<UNITS>(q4, kn4, vn4, qu, e0);
+  __syncthreads();  // the prologue's note of its position is visible
   if (p < 0 || p > s.cap - 1) {
     cp_async_wait<0>();  // a prologue may have copies in flight into smem the general path reuses
     __syncthreads();
     return false;
   }
   const int early = *reinterpret_cast<volatile int*>(smem);
-  const T* kn = in_ptr<T>(a, env, 1) + b * row_kv + kvh * hd;
-  const T* vn = in_ptr<T>(a, env, 2) + b * row_kv + kvh * hd;
-  T* kc = in_mut_ptr<T>(a, env, 3);
-  T* vc = in_mut_ptr<T>(a, env, 4);
-  const i64 base = b * s_dim * row_kv + kvh * hd;
+  const i64 base = b * s_dim * row_kv + s.kvh * HD;
+  const int pi = static_cast<int>(p);
   // Rows the prologue did not copy (it saw another position, or none).
-  const i64 have = early < 0 ? 0 : (early < p ? early : p);
-  if (have < p) attn_copy_rows<T>(s, kc, vc, base, row_kv, hd, have, p);
-  // Row p: from k_new / v_new into the caches and into smem; q as f32.
-  const i64 esize = static_cast<i64>(sizeof(T));
-  copy_bytes(kc + base + p * row_kv, kn, hd * esize, static_cast<int>(esize), tid(), WEFT_BLOCK_THREADS);
-  copy_bytes(vc + base + p * row_kv, vn, hd * esize, static_cast<int>(esize), tid(), WEFT_BLOCK_THREADS);
-  copy_bytes(s.k + p * hd * esize, kn, hd * esize, static_cast<int>(esize), tid(), WEFT_BLOCK_THREADS);
-  copy_bytes(s.v + p * hd * esize, vn, hd * esize, static_cast<int>(esize), tid(), WEFT_BLOCK_THREADS);
-  const T* qh = in_ptr<T>(a, env, 0) + b * hq * hd + kvh * group * hd;
-  for (i64 e = tid(); e < group * hd; e += WEFT_BLOCK_THREADS) s.q[e] = to_f(qh[e]);
+  const int have = early < 0 ? 0 : (early < pi ? early : pi);
+  if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi);
+  for (int e = e0; e < nu; e += WEFT_BLOCK_THREADS) {
+    const uint4 raw = e == e0 ? first : attn_new_unit<UNITS>(q4, kn4, vn4, qu, e);
+    if (e < qu) {
+      float f[N];
+      unpack_vec<T>(raw, f);
+#pragma unroll
+      for (int k = 0; k < N; ++k) s.q[e * N + k] = f[k];
+    } else {
+      const bool is_k = e < qu + UNITS;
+      const int u = is_k ? e - qu : e - qu - UNITS;
+      *reinterpret_cast<uint4*>((is_k ? kc : vc) + base + p * row_kv + u * N) = raw;
+      *reinterpret_cast<uint4*>((is_k ? s.k : s.v) + (pi * HD + u * N) * static_cast<int>(sizeof(T))) = raw;
+    }
+  }
   cp_async_wait<0>();
   __syncthreads();
 
-  // 1. Scores: lane groups of gs lanes share a timestep (16-byte pieces of the row each), a warp covers 32 / gs
-  //    timesteps at a time; the group's q heads all use the K row once it is loaded.
-  const i64 steps = p + 1, units = hd / N;
-  int gs = 1;
-  while (gs < units && gs < WEFT_WARP_THREADS) gs *= 2;
-  const int per_warp = WEFT_WARP_THREADS / gs, sub = lane() / gs, gl = lane() % gs;
+  // 1. Scores.
+  const int steps = pi + 1, sub = lane() / GS, gl = lane() % GS;
   const float scale = a->f[0];
   const T* ks = reinterpret_cast<const T*>(s.k);
-  for (i64 t0 = static_cast<i64>(warp()) * per_warp; t0 < steps; t0 += static_cast<i64>(WEFT_BLOCK_WARPS) * per_warp) {
-    const i64 t = t0 + sub;
-    for (i64 g = 0; g < group; ++g) {  // group is uniform across the block: every lane reaches the shuffles
-      float acc = 0.0f;
-      if (t < steps)
-        for (i64 u = gl; u < units; u += gs) {
-          float kv[N];
-          load_vec(ks + t * hd + u * N, kv);
-          const float* qg = s.q + g * hd + u * N;
+  for (int g0 = 0; g0 < group; g0 += G) {
+    float qr[G][N];
 #pragma unroll
-          for (int e = 0; e < N; ++e) acc = fmaf(qg[e], kv[e], acc);
-        }
-      acc = group_sum(acc, gs);
-      if (t < steps && gl == 0) s.score[g * s.cap + t] = __fmul_rn(scale, acc);
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int k = 0; k < N; ++k) qr[g][k] = s.q[(g0 + g) * HD + gl * N + k];
+    float* sc = s.score + g0 * s.cap;
+    for (int t0 = warp() * PER_WARP; t0 < steps; t0 += WEFT_BLOCK_WARPS * PER_WARP) {  // uniform per warp
+      const int t = t0 + sub;
+      float kv[N];
+      if (t < steps) load_vec(ks + t * HD + gl * N, kv);
+      else
+#pragma unroll
+        for (int k = 0; k < N; ++k) kv[k] = 0.0f;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc = fmaf(qr[g][k], kv[k], acc);
+#pragma unroll
+        for (int o = GS / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(WEFT_FULL_MASK, acc, o);
+        if (t < steps && gl == 0) sc[g * s.cap + t] = __fmul_rn(scale, acc);
+      }
     }
   }
   __syncthreads();
-  // 2. Softmax per head (one warp per head; heads beyond the warps loop).
-  for (i64 g = warp(); g < group; g += WEFT_BLOCK_WARPS) {
+  // 2. Softmax statistics per head: scores become exp(s - max), inv_l = 1 / their sum.
+  for (int g = warp(); g < group; g += WEFT_BLOCK_WARPS) {
     float* sc = s.score + g * s.cap;
     const float sum = warp_exp_sum(sc, steps, warp_max_of(sc, steps));
-    if (lane() == 0) s.l[g] = sum;
+    if (lane() == 0) s.inv_l[g] = 1.0f / sum;
   }
   __syncthreads();
-  // 3. Output (g, j) = sum_t p[g][t] * V[t][j] / l[g], one thread per output, timesteps in order.
-  const T* vs = reinterpret_cast<const T*>(s.v);
-  T* o = out_ptr<T>(a, env) + b * hq * hd + kvh * group * hd;
-  for (i64 e = tid(); e < group * hd; e += WEFT_BLOCK_THREADS) {
-    const i64 g = e / hd, j = e % hd;
-    const float* w = s.score + g * s.cap;
-    // Four independent sums (timesteps t mod 4) keep four FMAs in flight; added in a fixed order.
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    i64 t = 0;
-    for (; t + 4 <= steps; t += 4)
+  // 3. Weighted sum of V.
+  const T* vs = reinterpret_cast<const T*>(s.v) + lane() * D;
+  for (int g0 = 0; g0 < group; g0 += G) {
+    float acc[G][D];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc[u] = fmaf(w[t + u], to_f(vs[(t + u) * hd + j]), acc[u]);
-    for (; t < steps; ++t) acc[0] = fmaf(w[t], to_f(vs[t * hd + j]), acc[0]);
-    o[e] = from_f<T>(((acc[0] + acc[1]) + (acc[2] + acc[3])) / s.l[g]);
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int k = 0; k < D; ++k) acc[g][k] = 0.0f;
+    const float* sc = s.score + g0 * s.cap;
+#pragma unroll 2
+    for (int t = warp(); t < steps; t += WEFT_BLOCK_WARPS) {
+      float v[D];
+      load_elems<T, D>(vs + t * HD, v);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float w = sc[g * s.cap + t];
+#pragma unroll
+        for (int k = 0; k < D; ++k) acc[g][k] = fmaf(w, v[k], acc[g][k]);
+      }
+    }
+    float* part = s.part + (warp() * group + g0) * HD + lane() * D;
+#pragma unroll
+    for (int g = 0; g < G; ++g)
+#pragma unroll
+      for (int k = 0; k < D; ++k) part[g * HD + k] = acc[g][k];
+  }
+  __syncthreads();
+  T* o = out_ptr<T>(a, env) + (b * hkv + s.kvh) * group * HD;
+  for (int i = tid(); i < group * HD; i += WEFT_BLOCK_THREADS) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WEFT_BLOCK_WARPS; ++w) sum += s.part[w * group * HD + i];
+    o[i] = from_f<T>(sum * s.inv_l[i / HD]);
   }
   return true;
+}
+
+template <typename T, int D>
+__device__ __forceinline__ bool attention_smem_heads(const weft_task_args* a, const weft_env* env, char* smem,
+                                                     const AttnSmemPlan& s) {
+  if (s.group % 8 == 0) return attention_smem_fast<T, D, 8>(a, env, smem, s);
+  if (s.group % 4 == 0) return attention_smem_fast<T, D, 4>(a, env, smem, s);
+  if (s.group % 2 == 0) return attention_smem_fast<T, D, 2>(a, env, smem, s);
+  return attention_smem_fast<T, D, 1>(a, env, smem, s);
+}
+
+// After the wait. Returns false when the tile does not fit this path (the caller runs the general one).
+template <typename T>
+__device__ __forceinline__ bool attention_smem_run(const weft_task_args* a, const weft_env* env, char* smem) {
+  if constexpr (sizeof(T) != 2) {
+    return false;
+  } else {
+    const AttnSmemPlan s = attn_smem_plan<T>(a, env, smem);
+    if (!s.ok) return false;
+    return s.hd == 64 ? attention_smem_heads<T, 2>(a, env, smem, s) : attention_smem_heads<T, 4>(a, env, smem, s);
+  }
 }
 
 }  // namespace weft_dev

@@ -222,8 +222,10 @@ __device__ void attn_pv_vec(const T* vb, i64 row_kv, i64 hd, i64 tc, int gc, con
   }
 }
 
+// Contexts too long for shared memory, or shapes attention_smem_fast does not take. Not inlined into the entry
+// point: its register arrays would otherwise spill in the short-context path too.
 template <typename T>
-__device__ void attention_decode_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+__device__ __noinline__ void attention_general(const weft_task_args* a, const weft_env* env, char* smem) {
   constexpr int N = Vec<T>::N;
   const T* q = in_ptr<T>(a, env, 0);
   const T* kn = in_ptr<T>(a, env, 1);
@@ -236,7 +238,6 @@ __device__ void attention_decode_impl(const weft_task_args* a, const weft_env* e
   const float scale = a->f[0];
   const int pdt = a->i[0];
   if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  if (attention_smem_run<T>(a, env, smem)) return;  // short contexts (weft_dev_prefetch started the copies)
   const i64 group = hq / hkv, unit_cols = group * hd;
   const i64 kv0 = a->col0 / unit_cols, kv1 = a->col1 / unit_cols;
   const i64 row_kv = hkv * hd;  // elements per timestep of a cache row, and per row of k_new / v_new
@@ -380,6 +381,12 @@ __device__ void attention_decode_impl(const weft_task_args* a, const weft_env* e
       }
     }
   }
+}
+
+template <typename T>
+__device__ void attention_decode_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (attention_smem_run<T>(a, env, smem)) return;  // short contexts (weft_dev_prefetch started the copies)
+  attention_general<T>(a, env, smem);
 }
 
 }  // namespace weft_dev

@@ -100,6 +100,17 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"attention_decode", {{"num_q_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}},
                          {{3, 512}, {3, 128}, {3, 128}, {3, 2048, 2, 64}, {3, 2048, 2, 64}, {3}},
                          {f, f, f, f, f, i32}, {input, input, input, state, state, input}});
+        // The shared-memory path's other instances (head_dim 64 or 128; q heads per pass 8, 4, 2 or 1): Qwen3's
+        // head_dim 128 with group 2, a group of 10 (five passes of 2), of 16 (two passes of 8), and of 1.
+        const auto attention = [&](int64_t hq, int64_t hkv, int64_t hd, int64_t rows, int64_t s) {
+          specs.push_back({"attention_decode", {{"num_q_heads", hq}, {"num_kv_heads", hkv}, {"head_dim", hd}},
+                           {{rows, hq * hd}, {rows, hkv * hd}, {rows, hkv * hd}, {rows, s, hkv, hd}, {rows, s, hkv, hd}, {rows}},
+                           {f, f, f, f, f, i32}, {input, input, input, state, state, input}});
+        };
+        attention(4, 2, 128, 2, 700);
+        attention(20, 2, 64, 2, 300);
+        attention(16, 1, 64, 2, 300);
+        attention(3, 3, 128, 2, 300);
       }
       for (const OneOp& spec : specs) {
         const Graph g = one_op_graph(spec, f);
