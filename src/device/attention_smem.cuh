@@ -11,6 +11,47 @@
 
 namespace weft_dev {
 
+// Where one attention task finds its operands: the plain op reads q / k_new / v_new from tensors; the fused
+// attention_decode_qkv stages them (split, normed, rotated) at the end of shared memory first (`reserve` bytes
+// the attention paths leave alone). The q heads of (row b, kv head h) start at q + b * q_row + h * q_kv, k_new's
+// and v_new's row at kn / vn + b * kv_row + h * kv_head.
+template <typename T>
+struct AttnIo {
+  const T *q, *kn, *vn;
+  i64 q_row, q_kv, kv_row, kv_head;
+  T *kc, *vc, *o;
+  const void* pos;
+  int pos_dtype;
+  i64 hq, hkv, hd, s_dim;  // q heads, kv heads, head_dim, cache length S
+  float scale;
+  int reserve;
+};
+
+// attention_decode's operands (see weft_dev_attention_decode).
+template <typename T>
+__device__ __forceinline__ AttnIo<T> attn_io_plain(const weft_task_args* a, const weft_env* env) {
+  AttnIo<T> io;
+  io.hq = a->d[0];
+  io.hkv = a->d[1];
+  io.hd = a->d[2];
+  io.s_dim = a->d[3];
+  io.q = in_ptr<T>(a, env, 0);
+  io.kn = in_ptr<T>(a, env, 1);
+  io.vn = in_ptr<T>(a, env, 2);
+  io.q_row = io.hq * io.hd;
+  io.q_kv = io.hkv > 0 ? io.hq / io.hkv * io.hd : 0;
+  io.kv_row = io.hkv * io.hd;
+  io.kv_head = io.hd;
+  io.kc = in_mut_ptr<T>(a, env, 3);
+  io.vc = in_mut_ptr<T>(a, env, 4);
+  io.o = out_ptr<T>(a, env);
+  io.pos = in_ptr<void>(a, env, 5);
+  io.pos_dtype = a->i[0];
+  io.scale = a->f[0];
+  io.reserve = 0;
+  return io;
+}
+
 // Layout in smem: [0] the position the prologue used (int), then K rows [cap][hd], V rows [cap][hd] (T), then
 // q as f32 [group][hd], the per-warp partial outputs f32 [warps][group][hd], 1/l per head, then scores f32
 // [group][cap].
@@ -26,17 +67,17 @@ struct AttnSmemPlan {
 // instances), every pointer 16-byte aligned (then every row start is). 32-bit arithmetic: a 64-bit division is
 // ~100 instructions, and this runs on the critical path of every layer.
 template <typename T>
-__device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, const weft_env* env, char* smem) {
+__device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, const AttnIo<T>& io, char* smem) {
   AttnSmemPlan s{};
-  if (sizeof(T) != 2 || a->d[0] <= 0 || a->d[1] <= 0 || a->d[0] > 4096 || (a->d[2] != 64 && a->d[2] != 128)) return s;
-  const int hq = static_cast<int>(a->d[0]), hkv = static_cast<int>(a->d[1]), hd = static_cast<int>(a->d[2]);
+  if (sizeof(T) != 2 || io.hq <= 0 || io.hkv <= 0 || io.hq > 4096 || (io.hd != 64 && io.hd != 128)) return s;
+  const int hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), hd = static_cast<int>(io.hd);
   if (hq % hkv != 0) return s;
   const int group = hq / hkv;
   if (a->row1 - a->row0 != 1 || a->col1 - a->col0 != static_cast<i64>(group) * hd || a->col0 % hd != 0) return s;
-  for (int k = 0; k < 5; ++k)
-    if (!aligned16(in_ptr<char>(a, env, k))) return s;
-  if (!aligned16(out_ptr<char>(a, env))) return s;
-  const int fixed = 16 + group * hd * 4 * (1 + WEFT_BLOCK_WARPS) + group * 4;
+  if (!aligned16(io.q) || !aligned16(io.kn) || !aligned16(io.vn) || !aligned16(io.kc) || !aligned16(io.vc) ||
+      !aligned16(io.o))
+    return s;
+  const int fixed = 16 + group * hd * 4 * (1 + WEFT_BLOCK_WARPS) + group * 4 + io.reserve;
   const int per_t = 2 * hd * static_cast<int>(sizeof(T)) + group * 4;
   if (fixed + per_t > WEFT_SMEM_BYTES) return s;
   s.cap = (WEFT_SMEM_BYTES - fixed) / per_t;
@@ -78,16 +119,14 @@ __device__ __forceinline__ i64 attn_clamp_pos(i64 p, i64 s_dim) { return p < 0 ?
 // it, the value read here may be stale, which the main part notices and corrects).
 // Returns whether the tile takes this path (else the caller prefetches the rows into L2 instead).
 template <typename T>
-__device__ bool attention_smem_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
-  const AttnSmemPlan s = attn_smem_plan<T>(a, env, smem);
+__device__ bool attention_smem_prologue(const weft_task_args* a, const AttnIo<T>& io, char* smem) {
+  const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
   if (!s.ok) return false;
-  const i64 hkv = a->d[1], s_dim = a->d[3];
-  const i64 p = attn_clamp_pos(load_int(in_ptr<void>(a, env, 5), a->i[0], a->row0), s_dim);
+  const i64 p = attn_clamp_pos(load_int(io.pos, io.pos_dtype, a->row0), io.s_dim);
   if (tid() == 0) *reinterpret_cast<int*>(smem) = p >= 0 && p <= s.cap - 1 ? static_cast<int>(p) : -1;
   if (p < 0 || p > s.cap - 1) return false;
-  const i64 row_kv = hkv * s.hd;
-  attn_copy_rows<T>(s, in_ptr<T>(a, env, 3), in_ptr<T>(a, env, 4), a->row0 * s_dim * row_kv + s.kvh * s.hd, row_kv,
-                    0, static_cast<int>(p));
+  const i64 row_kv = io.hkv * s.hd;
+  attn_copy_rows<T>(s, io.kc, io.vc, a->row0 * io.s_dim * row_kv + s.kvh * s.hd, row_kv, 0, static_cast<int>(p));
   return true;
 }
 
@@ -119,19 +158,19 @@ __device__ __forceinline__ uint4 attn_new_unit(const uint4* q, const uint4* kn, 
 //   3. weighted sum of V: warp w takes timesteps w, w + 8, ..., lane l dims [l*D, l*D + D) of G heads; the
 //      warps' partial sums are then added in warp order (deterministic).
 template <typename T, int D, int G>
-__device__ __noinline__ bool attention_smem_fast(const weft_task_args* a, const weft_env* env, char* smem,
+__device__ __noinline__ bool attention_smem_fast(const weft_task_args* a, const AttnIo<T>& io, char* smem,
                                                  const AttnSmemPlan& s) {
   constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, GS = UNITS, PER_WARP = WEFT_WARP_THREADS / GS;
   static_assert(GS <= WEFT_WARP_THREADS && (GS & (GS - 1)) == 0, "a head's units fit one warp");
   const int group = s.group;
-  const i64 hkv = a->d[1], s_dim = a->d[3], b = a->row0, row_kv = hkv * HD;
-  const T* kn = in_ptr<T>(a, env, 1) + b * row_kv + s.kvh * HD;
-  const T* vn = in_ptr<T>(a, env, 2) + b * row_kv + s.kvh * HD;
-  const T* qh = in_ptr<T>(a, env, 0) + (b * hkv + s.kvh) * group * HD;
-  T* kc = in_mut_ptr<T>(a, env, 3);
-  T* vc = in_mut_ptr<T>(a, env, 4);
+  const i64 s_dim = io.s_dim, b = a->row0, row_kv = io.hkv * HD;
+  const T* kn = io.kn + b * io.kv_row + s.kvh * io.kv_head;
+  const T* vn = io.vn + b * io.kv_row + s.kvh * io.kv_head;
+  const T* qh = io.q + b * io.q_row + s.kvh * io.q_kv;
+  T* kc = io.kc;
+  T* vc = io.vc;
   // The position and this thread's first unit of the new rows: independent loads, in flight together.
-  const i64 p = attn_clamp_pos(load_int(in_ptr<void>(a, env, 5), a->i[0], b), s_dim);
+  const i64 p = attn_clamp_pos(load_int(io.pos, io.pos_dtype, b), s_dim);
   const int qu = group * UNITS, nu = qu + 2 * UNITS, e0 = tid();
   const uint4* q4 = reinterpret_cast<const uint4*>(qh);
   const uint4* kn4 = reinterpret_cast<const uint4*>(kn);
@@ -169,7 +208,7 @@ __device__ __noinline__ bool attention_smem_fast(const weft_task_args* a, const 
 
   // 1. Scores.
   const int steps = pi + 1, sub = lane() / GS, gl = lane() % GS;
-  const float scale = a->f[0];
+  const float scale = io.scale;
   const T* ks = reinterpret_cast<const T*>(s.k);
   for (int g0 = 0; g0 < group; g0 += G) {
     float qr[G][N];
@@ -231,7 +270,7 @@ __device__ __noinline__ bool attention_smem_fast(const weft_task_args* a, const 
       for (int k = 0; k < D; ++k) part[g * HD + k] = acc[g][k];
   }
   __syncthreads();
-  T* o = out_ptr<T>(a, env) + (b * hkv + s.kvh) * group * HD;
+  T* o = io.o + (b * io.hkv + s.kvh) * group * HD;
   for (int i = tid(); i < group * HD; i += WEFT_BLOCK_THREADS) {
     float sum = 0.0f;
 #pragma unroll
@@ -242,23 +281,23 @@ __device__ __noinline__ bool attention_smem_fast(const weft_task_args* a, const 
 }
 
 template <typename T, int D>
-__device__ __forceinline__ bool attention_smem_heads(const weft_task_args* a, const weft_env* env, char* smem,
+__device__ __forceinline__ bool attention_smem_heads(const weft_task_args* a, const AttnIo<T>& io, char* smem,
                                                      const AttnSmemPlan& s) {
-  if (s.group % 8 == 0) return attention_smem_fast<T, D, 8>(a, env, smem, s);
-  if (s.group % 4 == 0) return attention_smem_fast<T, D, 4>(a, env, smem, s);
-  if (s.group % 2 == 0) return attention_smem_fast<T, D, 2>(a, env, smem, s);
-  return attention_smem_fast<T, D, 1>(a, env, smem, s);
+  if (s.group % 8 == 0) return attention_smem_fast<T, D, 8>(a, io, smem, s);
+  if (s.group % 4 == 0) return attention_smem_fast<T, D, 4>(a, io, smem, s);
+  if (s.group % 2 == 0) return attention_smem_fast<T, D, 2>(a, io, smem, s);
+  return attention_smem_fast<T, D, 1>(a, io, smem, s);
 }
 
 // After the wait. Returns false when the tile does not fit this path (the caller runs the general one).
 template <typename T>
-__device__ __forceinline__ bool attention_smem_run(const weft_task_args* a, const weft_env* env, char* smem) {
+__device__ __forceinline__ bool attention_smem_run(const weft_task_args* a, const AttnIo<T>& io, char* smem) {
   if constexpr (sizeof(T) != 2) {
     return false;
   } else {
-    const AttnSmemPlan s = attn_smem_plan<T>(a, env, smem);
+    const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
     if (!s.ok) return false;
-    return s.hd == 64 ? attention_smem_heads<T, 2>(a, env, smem, s) : attention_smem_heads<T, 4>(a, env, smem, s);
+    return s.hd == 64 ? attention_smem_heads<T, 2>(a, io, smem, s) : attention_smem_heads<T, 4>(a, io, smem, s);
   }
 }
 

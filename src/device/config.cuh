@@ -40,6 +40,7 @@
   X(LINEAR, linear) X(MATMUL, matmul) X(ADD, add) X(MUL, mul) X(SILU, silu) X(GELU, gelu)                \
   X(SILU_MUL, silu_mul) X(ROPE, rope) X(ATTENTION_DECODE, attention_decode) X(SOFTMAX, softmax)          \
   X(ARGMAX, argmax) X(REDUCE, reduce) X(CAST, cast) X(RESHAPE, reshape) X(SLICE, slice) X(CONCAT, concat)  \
-  X(RMSNORM_LINEAR, rmsnorm_linear) X(SILU_MUL_LINEAR, silu_mul_linear)
+  X(RMSNORM_LINEAR, rmsnorm_linear) X(SILU_MUL_LINEAR, silu_mul_linear)                                  \
+  X(ATTENTION_DECODE_QKV, attention_decode_qkv)
 
 #endif  // WEFT_DEVICE_CONFIG_CUH

@@ -6,6 +6,7 @@
 #include "sync.cuh"
 
 #include "ops_attention.cuh"
+#include "ops_attention_qkv.cuh"
 #include "ops_elementwise.cuh"
 #include "ops_fused_linear.cuh"
 #include "ops_layout.cuh"

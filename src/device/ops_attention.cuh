@@ -119,9 +119,9 @@ struct AttnSmem {
 };
 
 // Carves shared memory for `group` q heads of head_dim hd; heads == 0 when hd does not fit.
-__device__ __forceinline__ AttnSmem attn_smem(char* smem, i64 hd, i64 group) {
+__device__ __forceinline__ AttnSmem attn_smem(char* smem, i64 hd, i64 group, int reserve) {
   AttnSmem s;
-  const i64 budget = WEFT_SMEM_BYTES / static_cast<i64>(sizeof(float)) - 3 * kAttnGroup;
+  const i64 budget = (WEFT_SMEM_BYTES - reserve) / static_cast<i64>(sizeof(float)) - 3 * kAttnGroup;
   i64 heads = budget / (2 * hd + 64);  // q + acc, and at least 64 score slots per head
   if (heads > group) heads = group;
   if (heads > kAttnGroup) heads = kAttnGroup;
@@ -225,24 +225,22 @@ __device__ void attn_pv_vec(const T* vb, i64 row_kv, i64 hd, i64 tc, int gc, con
 // Contexts too long for shared memory, or shapes attention_smem_fast does not take. Not inlined into the entry
 // point: its register arrays would otherwise spill in the short-context path too.
 template <typename T>
-__device__ __noinline__ void attention_general(const weft_task_args* a, const weft_env* env, char* smem) {
+__device__ __noinline__ void attention_general(const weft_task_args* a, const weft_env* env, const AttnIo<T>& io,
+                                              char* smem) {
   constexpr int N = Vec<T>::N;
-  const T* q = in_ptr<T>(a, env, 0);
-  const T* kn = in_ptr<T>(a, env, 1);
-  const T* vn = in_ptr<T>(a, env, 2);
-  T* kc = in_mut_ptr<T>(a, env, 3);
-  T* vc = in_mut_ptr<T>(a, env, 4);
-  const void* pos = in_ptr<void>(a, env, 5);
-  T* o = out_ptr<T>(a, env);
-  const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2], s_dim = a->d[3];
-  const float scale = a->f[0];
-  const int pdt = a->i[0];
+  T* kc = io.kc;
+  T* vc = io.vc;
+  const void* pos = io.pos;
+  T* o = io.o;
+  const i64 hq = io.hq, hkv = io.hkv, hd = io.hd, s_dim = io.s_dim;
+  const float scale = io.scale;
+  const int pdt = io.pos_dtype;
   if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || a->row1 <= a->row0 || a->col1 <= a->col0) return;
   const i64 group = hq / hkv, unit_cols = group * hd;
   const i64 kv0 = a->col0 / unit_cols, kv1 = a->col1 / unit_cols;
   const i64 row_kv = hkv * hd;  // elements per timestep of a cache row, and per row of k_new / v_new
   const int esize = static_cast<int>(sizeof(T));
-  const AttnSmem sm = attn_smem(smem, hd, group);
+  const AttnSmem sm = attn_smem(smem, hd, group, io.reserve);
   // K rows are 16-byte aligned when the cache is and hd elements fill whole 16-byte units.
   const bool kvec = aligned16(kc) && (hd * esize) % 16 == 0;
   const i64 units = kvec ? hd / N : hd;
@@ -267,8 +265,8 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
         continue;
       }
       const i64 slot = (b * s_dim + p) * row_kv + kvh * hd;
-      copy_bytes(kc + slot, kn + b * row_kv + kvh * hd, hd * esize, esize, tid(), WEFT_BLOCK_THREADS);
-      copy_bytes(vc + slot, vn + b * row_kv + kvh * hd, hd * esize, esize, tid(), WEFT_BLOCK_THREADS);
+      copy_bytes(kc + slot, io.kn + b * io.kv_row + kvh * io.kv_head, hd * esize, esize, tid(), WEFT_BLOCK_THREADS);
+      copy_bytes(vc + slot, io.vn + b * io.kv_row + kvh * io.kv_head, hd * esize, esize, tid(), WEFT_BLOCK_THREADS);
       // The block reads the new cache row below; the barrier makes this block's writes visible to it.
       const T* kb = kc + b * s_dim * row_kv + kvh * hd;  // timestep t at kb + t * row_kv
       const T* vb = vc + b * s_dim * row_kv + kvh * hd;
@@ -276,7 +274,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
 
       for (i64 g0 = 0; g0 < group; g0 += sm.heads) {
         const int gc = static_cast<int>(group - g0 < sm.heads ? group - g0 : sm.heads);
-        const T* qh = q + b * hq * hd + (kvh * group + g0) * hd;
+        const T* qh = io.q + b * io.q_row + kvh * io.q_kv + g0 * hd;
         __syncthreads();
         for (i64 e = tid(); e < gc * hd; e += WEFT_BLOCK_THREADS) {
           sm.q[e] = to_f(qh[e]);
@@ -385,8 +383,9 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
 
 template <typename T>
 __device__ void attention_decode_impl(const weft_task_args* a, const weft_env* env, char* smem) {
-  if (attention_smem_run<T>(a, env, smem)) return;  // short contexts (weft_dev_prefetch started the copies)
-  attention_general<T>(a, env, smem);
+  const AttnIo<T> io = attn_io_plain<T>(a, env);
+  if (attention_smem_run<T>(a, io, smem)) return;  // short contexts (weft_dev_prefetch started the copies)
+  attention_general<T>(a, env, io, smem);
 }
 
 }  // namespace weft_dev

@@ -8,6 +8,7 @@
 
 #include "common.cuh"
 #include "attention_smem.cuh"
+#include "ops_attention_qkv.cuh"
 #include "gemv_stream.cuh"
 
 namespace weft_dev {
@@ -25,25 +26,41 @@ __device__ __forceinline__ void prefetch_l2_range(const void* p, i64 bytes) {
 // its kv heads for each row's position p, into L2. positions is read
 // before its event may have fired: if the graph computes it, a stale value only prefetches other rows.
 template <typename T>
-__device__ void attention_prefetch(const weft_task_args* a, const weft_env* env, char*) {
-  const T* kc = in_ptr<T>(a, env, 3);
-  const T* vc = in_ptr<T>(a, env, 4);
-  const void* pos = in_ptr<void>(a, env, 5);
-  const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2], s_dim = a->d[3];
-  if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || pos == nullptr) return;
+__device__ void attention_prefetch(const weft_task_args* a, const AttnIo<T>& io) {
+  const i64 hq = io.hq, hkv = io.hkv, hd = io.hd, s_dim = io.s_dim;
+  if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || io.pos == nullptr) return;
   const i64 unit_cols = hq / hkv * hd, kv0 = a->col0 / unit_cols, kv1 = a->col1 / unit_cols;
   const i64 row_kv = hkv * hd, head_bytes = hd * static_cast<i64>(sizeof(T)), lines = (head_bytes + 127) / 128;
   for (i64 b = a->row0; b < a->row1; ++b) {
-    i64 p = load_int(pos, a->i[0], b);
+    i64 p = load_int(io.pos, io.pos_dtype, b);
     p = p < 0 ? 0 : p > s_dim ? s_dim : p;
     const i64 per_t = (kv1 - kv0) * lines, n = p * per_t;
     for (i64 e = tid(); e < n; e += WEFT_BLOCK_THREADS) {
       const i64 t = e / per_t, kvh = kv0 + (e % per_t) / lines, line = e % lines;
       const i64 at = (b * s_dim + t) * row_kv + kvh * hd;
-      prefetch_l2(reinterpret_cast<const char*>(kc + at) + line * 128);
-      prefetch_l2(reinterpret_cast<const char*>(vc + at) + line * 128);
+      prefetch_l2(reinterpret_cast<const char*>(io.kc + at) + line * 128);
+      prefetch_l2(reinterpret_cast<const char*>(io.vc + at) + line * 128);
     }
   }
+}
+
+template <typename T>
+__device__ void attention_plain_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  const AttnIo<T> io = attn_io_plain<T>(a, env);
+  if (!attention_smem_prologue<T>(a, io, smem)) attention_prefetch<T>(a, io);
+}
+
+// Before the wait: the rope table, the K/V rows (shared-memory path) or their L2 prefetch, the norm weights.
+template <typename T>
+__device__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) return;
+  const QkvStage<T> st = qkv_stage<T>(a, smem);
+  qkv_rope_table<T>(a, st, load_int(in_ptr<void>(a, env, 3), a->i[0], a->row0));
+  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  if (!attention_smem_prologue<T>(a, io, smem)) attention_prefetch<T>(a, io);
+  const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
+  prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
+  prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
 }
 
 }  // namespace weft_dev
@@ -68,10 +85,10 @@ extern "C" __device__ void weft_dev_prefetch(int op, const weft_task_args* a, co
       WEFT_DISPATCH_FLOAT(a->dtype, gemv_stream_prologue, a, env, smem, 2);
       break;
     case WEFT_DEV_OP_ATTENTION_DECODE:
-      if (a->dtype == WEFT_DEV_BF16 ? !attention_smem_prologue<bf16>(a, env, smem)
-          : a->dtype == WEFT_DEV_F16 ? !attention_smem_prologue<f16>(a, env, smem)
-                                     : !attention_smem_prologue<float>(a, env, smem))
-        WEFT_DISPATCH_FLOAT(a->dtype, attention_prefetch, a, env, smem);
+      WEFT_DISPATCH_FLOAT(a->dtype, attention_plain_prologue, a, env, smem);
+      break;
+    case WEFT_DEV_OP_ATTENTION_DECODE_QKV:
+      WEFT_DISPATCH_FLOAT(a->dtype, attention_qkv_prologue, a, env, smem);
       break;
     case WEFT_DEV_OP_RMSNORM:
     case WEFT_DEV_OP_LAYERNORM:

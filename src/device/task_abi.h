@@ -145,6 +145,10 @@ struct weft_loop {
 //                   d1=N. f0=eps. linear(rmsnorm(x)), the normalized x rounded to dtype. Streamed GEMV tiles only.
 //  SILU_MUL_LINEAR  in: gate_up [R, 2K], weight [N, K], bias or -1, residual or -1. d0=K, d1=N.
 //                   linear(silu(gate) * up), the product rounded to dtype. Streamed GEMV tiles only.
+//  ATTENTION_DECODE_QKV  in: qkv [B, (Hq + 2 Hkv) * hd], k_cache, v_cache, positions, q_norm weight or -1,
+//                   k_norm weight or -1. d0=Hq, d1=Hkv, d2=hd, d3=S, d4=original_max_position, d5..d8 = bits of
+//                   the doubles theta, factor, low_freq_factor, high_freq_factor. f0=scale, f1=eps. i0=positions
+//                   dtype, i1=rope scaling, i2=rope style. Tile: one row x one kv head's q heads.
 //  CONCAT           in: up to 6 inputs, each [outer, A_j, inner]. d0=outer, d1=inner, d2..d7 = A_j (0 unused),
 //                   i0=number of inputs.
 enum weft_dev_op {
@@ -170,6 +174,7 @@ enum weft_dev_op {
   WEFT_DEV_OP_CONCAT,
   WEFT_DEV_OP_RMSNORM_LINEAR,
   WEFT_DEV_OP_SILU_MUL_LINEAR,
+  WEFT_DEV_OP_ATTENTION_DECODE_QKV,
   WEFT_DEV_OP_COUNT
 };
 

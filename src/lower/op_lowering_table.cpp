@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "device/config.cuh"
@@ -248,6 +249,46 @@ void attention_args(const LowerCtx& c, weft_task_args& a) {
   a.i[0] = static_cast<int>(c.in_dtype(5));
 }
 
+// attention_decode_qkv: attention_decode's tiles; a task reads its q heads, k head and v head of qkv.
+std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Region& t) {
+  const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
+  const int64_t group = hq / hkv, kvh = t.col0 / (group * hd);
+  switch (k) {
+    case 0:
+      return {Region{t.row0, t.row1, t.col0, t.col1}, Region{t.row0, t.row1, (hq + kvh) * hd, (hq + kvh + 1) * hd},
+              Region{t.row0, t.row1, (hq + hkv + kvh) * hd, (hq + hkv + kvh + 1) * hd}};
+    case 3: return per_row(c, k, t);
+    case 4:
+    case 5: return {Region{0, 1, 0, hd}};
+    default: return {};  // the caches: written by this op itself
+  }
+}
+void attention_qkv_args(const LowerCtx& c, weft_task_args& a) {
+  const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
+  if (hd > WEFT_ATTN_MAX_HEAD_DIM)
+    c.unsupported("head_dim " + std::to_string(hd) + " is above the device limit of " + std::to_string(WEFT_ATTN_MAX_HEAD_DIM));
+  // The task stages its q heads, k, v and the rope table at the end of shared memory (ops_attention_qkv.cuh).
+  const int64_t esize = static_cast<int64_t>(dtype_size(c.out_dtype())), r16 = 15;
+  const int64_t stage = 2 * ((hd / 2 * 4 + r16) & ~r16) + 16 + ((hq / hkv * hd * esize + r16) & ~r16) + 2 * ((hd * esize + r16) & ~r16);
+  if (stage > WEFT_SMEM_BYTES / 4)
+    c.unsupported("its q heads per kv head, k and v take " + std::to_string(stage) + " bytes of shared memory; the device stages at most " +
+                  std::to_string(WEFT_SMEM_BYTES / 4));
+  a.d[0] = hq;
+  a.d[1] = hkv;
+  a.d[2] = hd;
+  a.d[3] = c.in_shape(1)[1];
+  a.d[4] = c.attr_int("original_max_position");
+  const double bits[4] = {c.attr_num("theta"), c.attr_num("factor"), c.attr_num("low_freq_factor"), c.attr_num("high_freq_factor")};
+  std::memcpy(&a.d[5], bits, sizeof bits);
+  const double scale = c.attr_num("scale");
+  a.f[0] = static_cast<float>(scale == 0 ? 1.0 / std::sqrt(static_cast<double>(hd)) : scale);
+  a.f[1] = static_cast<float>(c.attr_num("eps"));
+  const std::string scaling = c.attr_str("scaling");
+  a.i[0] = static_cast<int>(c.in_dtype(3));
+  a.i[1] = scaling == "linear" ? 1 : scaling == "llama3" ? 2 : 0;
+  a.i[2] = c.attr_str("style") == "interleaved" ? 1 : 0;
+}
+
 // argmax: one output element per row of x; the output view of a rank-1 result is [1, R].
 TileGrid argmax_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
@@ -327,6 +368,7 @@ const OpLowering kTable[] = {
     {"silu_mul", WEFT_DEV_OP_SILU_MUL, elementwise_grid, silu_mul_reads, silu_mul_args},
     {"rope", WEFT_DEV_OP_ROPE, rope_grid, rope_reads, rope_args},
     {"attention_decode", WEFT_DEV_OP_ATTENTION_DECODE, attention_grid, attention_reads, attention_args},
+    {"attention_decode_qkv", WEFT_DEV_OP_ATTENTION_DECODE_QKV, attention_grid, attention_qkv_reads, attention_qkv_args},
     {"softmax", WEFT_DEV_OP_SOFTMAX, rowwise_grid, same_rows, no_args},
     {"argmax", WEFT_DEV_OP_ARGMAX, argmax_grid, argmax_reads, argmax_args},
     {"reduce", WEFT_DEV_OP_REDUCE, single_task_grid, whole_input, reduce_args},

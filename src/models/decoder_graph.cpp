@@ -144,18 +144,28 @@ Graph build_decoder_graph(const DecoderShape& s) {
     const TensorId qkv_w = weight(p + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, s.hidden});
     const TensorId qkv = fuse ? g.add_op("rmsnorm_linear", {h, in_norm, qkv_w}, eps, o + "qkv")
                               : g.add_op("linear", {g.add_op("rmsnorm", {h, in_norm}, eps, o + "attn_in"), qkv_w}, {}, o + "qkv");
-    TensorId q = g.add_op("slice", {qkv}, cols(0, q_width), o + "q");
-    TensorId k = g.add_op("slice", {qkv}, cols(q_width, q_width + kv_width), o + "k");
-    const TensorId v = g.add_op("slice", {qkv}, cols(q_width + kv_width, q_width + 2 * kv_width), o + "v");
-    if (s.qk_norm) {
-      nlohmann::json hn = eps;
-      hn["head_dim"] = s.head_dim;
-      q = g.add_op("head_rmsnorm", {q, weight(p + "self_attn.q_norm.weight", {s.head_dim})}, hn, o + "q_norm");
-      k = g.add_op("head_rmsnorm", {k, weight(p + "self_attn.k_norm.weight", {s.head_dim})}, hn, o + "k_norm");
+    const TensorId q_norm = s.qk_norm ? weight(p + "self_attn.q_norm.weight", {s.head_dim}) : kNoTensor;
+    const TensorId k_norm = s.qk_norm ? weight(p + "self_attn.k_norm.weight", {s.head_dim}) : kNoTensor;
+    TensorId a;
+    if (s.fuse_attention) {
+      nlohmann::json fused = attn;
+      fused.update(rope);
+      fused["eps"] = s.rms_eps;
+      a = g.add_op("attention_decode_qkv", {qkv, kc, vc, pos, q_norm, k_norm}, fused, o + "attn");
+    } else {
+      TensorId q = g.add_op("slice", {qkv}, cols(0, q_width), o + "q");
+      TensorId k = g.add_op("slice", {qkv}, cols(q_width, q_width + kv_width), o + "k");
+      const TensorId v = g.add_op("slice", {qkv}, cols(q_width + kv_width, q_width + 2 * kv_width), o + "v");
+      if (s.qk_norm) {
+        nlohmann::json hn = eps;
+        hn["head_dim"] = s.head_dim;
+        q = g.add_op("head_rmsnorm", {q, q_norm}, hn, o + "q_norm");
+        k = g.add_op("head_rmsnorm", {k, k_norm}, hn, o + "k_norm");
+      }
+      q = g.add_op("rope", {q, pos}, rope, o + "q_rot");
+      k = g.add_op("rope", {k, pos}, rope, o + "k_rot");
+      a = g.add_op("attention_decode", {q, k, v, kc, vc, pos}, attn, o + "attn");
     }
-    q = g.add_op("rope", {q, pos}, rope, o + "q_rot");
-    k = g.add_op("rope", {k, pos}, rope, o + "k_rot");
-    const TensorId a = g.add_op("attention_decode", {q, k, v, kc, vc, pos}, attn, o + "attn");
     h = g.add_op("linear", {a, weight(p + "self_attn.o_proj.weight", {s.hidden, q_width}), kNoTensor, h}, {}, o + "h_attn");
     const TensorId post_norm = weight(p + "post_attention_layernorm.weight", {s.hidden});
     const TensorId gu_w = weight(p + "mlp.gate_up_proj.weight", {2 * s.ffn, s.hidden});

@@ -30,6 +30,9 @@ struct DecoderShape {
   // (hidden 2048, where every tile's norm needs block-wide reductions) 1.75-1.87 vs 1.71-1.73. So -1 fuses up
   // to hidden 1024.
   int fuse_linear_inputs = -1;
+  // Whether each layer's slices, q/k head norms, rope and attention are one attention_decode_qkv op (true) or
+  // the separate ops (false, to measure the difference).
+  bool fuse_attention = true;
 };
 
 DecoderShape llama_3_2_1b_shape();

@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 // Every op name, in weft_dev_op order (the function is "weft_dev_" + name).
 const char* const kOps[] = {"embedding", "rmsnorm",  "head_rmsnorm",     "layernorm", "linear", "matmul",  "add",
                             "mul",       "silu",     "gelu",             "silu_mul",  "rope",   "attention_decode",
-                            "softmax",   "argmax",   "reduce",           "cast",      "reshape", "slice",  "concat", "rmsnorm_linear", "silu_mul_linear"};
+                            "softmax",   "argmax",   "reduce",           "cast",      "reshape", "slice",  "concat", "rmsnorm_linear", "silu_mul_linear",
+                            "attention_decode_qkv"};
 static_assert(sizeof(kOps) / sizeof(kOps[0]) == WEFT_DEV_OP_COUNT, "one name per device op");
 
 // One kernel that can call every op, with the launch bounds the megakernel uses (the device library must fit

@@ -85,6 +85,9 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
           {"attention_decode", {{"num_q_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 8}},
            {{3, 32}, {3, 16}, {3, 16}, {3, std::min<int64_t>(n, 127) + 1, 2, 8}, {3, std::min<int64_t>(n, 127) + 1, 2, 8}, {3}},
            {f, f, f, f, f, i32}, {input, input, input, state, state, input}},
+          {"attention_decode_qkv", {{"num_q_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 8}, {"style", "interleaved"}},
+           {{3, 64}, {3, std::min<int64_t>(n, 127) + 1, 2, 8}, {3, std::min<int64_t>(n, 127) + 1, 2, 8}, {3}, {8}, {8}},
+           {f, f, f, i32, f, f}, {input, state, state, input, weight, weight}},
       };
       if (n == 127) {
         // Decode shapes: the streamed GEMV (K a multiple of 256, up to 8 rows, with bias and residual), and
@@ -111,6 +114,17 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         attention(20, 2, 64, 2, 300);
         attention(16, 1, 64, 2, 300);
         attention(3, 3, 128, 2, 300);
+        // The fused form on the same paths: Llama's shape (rope with llama3 scaling, no head norms) over a
+        // cache long enough for both paths, and Qwen3's (head norms, head_dim 128).
+        specs.push_back({"attention_decode_qkv",
+                         {{"num_q_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}, {"theta", 500000.0}, {"scaling", "llama3"},
+                          {"factor", 32.0}, {"original_max_position", 8192}},
+                         {{3, 768}, {3, 2048, 2, 64}, {3, 2048, 2, 64}, {3}},
+                         {f, f, f, i32}, {input, state, state, input}});
+        specs.push_back({"attention_decode_qkv",
+                         {{"num_q_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 128}, {"theta", 1000000.0}, {"eps", 1e-6}},
+                         {{2, 1024}, {2, 700, 2, 128}, {2, 700, 2, 128}, {2}, {128}, {128}},
+                         {f, f, f, i32, f, f}, {input, state, state, input, weight, weight}});
       }
       for (const OneOp& spec : specs) {
         const Graph g = one_op_graph(spec, f);

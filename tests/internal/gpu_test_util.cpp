@@ -14,6 +14,7 @@ int64_t index_limit(const Graph& g, TensorId t, const std::vector<std::vector<in
       if (n.inputs[k] != t) continue;
       if (n.op->name == "embedding" && k == 1) limit = std::min(limit, shapes[static_cast<size_t>(n.inputs[0])][0]);
       if (n.op->name == "attention_decode" && k == 5) limit = std::min(limit, shapes[static_cast<size_t>(n.inputs[3])][1]);
+      if (n.op->name == "attention_decode_qkv" && k == 3) limit = std::min(limit, shapes[static_cast<size_t>(n.inputs[1])][1]);
     }
   return limit;
 }

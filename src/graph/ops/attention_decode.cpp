@@ -5,6 +5,7 @@
 
 #include "core/half.hpp"
 #include "graph/op_def.hpp"
+#include "graph/ops/ref_kernels.hpp"
 #include "reference/buffer.hpp"
 
 namespace weft {
@@ -45,17 +46,21 @@ TensorType infer_attention_decode(const InferCtx& c) {
   return c.in(kQ);
 }
 
+void ref_attention_decode(const RefCtx& c) {
+  const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
+  attention_decode_rows(c, c.in(kQ).f.data(), c.in(kKNew).f.data(), c.in(kVNew).f.data(), c.in_mut(kKCache),
+                        c.in_mut(kVCache), c.in(kPositions), c.out(), hq, hkv, hd, c.attr_num("scale"));
+}
+
+}  // namespace
+
 float round_to(DType dt, float v) {
   return dt == DType::bf16 ? round_to_bf16(v) : dt == DType::f16 ? round_to_f16(v) : v;
 }
 
-void ref_attention_decode(const RefCtx& c) {
-  const Buffer &q = c.in(kQ), &kn = c.in(kKNew), &vn = c.in(kVNew), &pos = c.in(kPositions);
-  Buffer &kc = c.in_mut(kKCache), &vc = c.in_mut(kVCache);
-  Buffer& o = c.out();
-  const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
-  const int64_t b_dim = q.shape[0], s_dim = kc.shape[1], group = hq / hkv;
-  const double scale_attr = c.attr_num("scale");
+void attention_decode_rows(const RefCtx& c, const float* q, const float* kn, const float* vn, Buffer& kc, Buffer& vc,
+                           const Buffer& pos, Buffer& o, int64_t hq, int64_t hkv, int64_t hd, double scale_attr) {
+  const int64_t b_dim = pos.shape[0], s_dim = kc.shape[1], group = hq / hkv;
   const float scale = static_cast<float>(scale_attr == 0 ? 1.0 / std::sqrt(static_cast<double>(hd)) : scale_attr);
   // Check every row before writing any: a failed step leaves the caches untouched.
   for (int64_t b = 0; b < b_dim; ++b) {
@@ -71,11 +76,11 @@ void ref_attention_decode(const RefCtx& c) {
     const size_t slot = static_cast<size_t>((b * s_dim + p) * row_kv), nrow = static_cast<size_t>(b * row_kv);
     // Store as the cache dtype holds it, so attention below reads what later steps will read.
     for (size_t j = 0; j < static_cast<size_t>(row_kv); ++j) {
-      kc.f[slot + j] = round_to(kc.dtype, kn.f[nrow + j]);
-      vc.f[slot + j] = round_to(vc.dtype, vn.f[nrow + j]);
+      kc.f[slot + j] = round_to(kc.dtype, kn[nrow + j]);
+      vc.f[slot + j] = round_to(vc.dtype, vn[nrow + j]);
     }
     for (int64_t h = 0; h < hq; ++h) {
-      const float* qh = &q.f[static_cast<size_t>((b * hq + h) * hd)];
+      const float* qh = &q[static_cast<size_t>((b * hq + h) * hd)];
       const int64_t kvh = h / group;
       auto cache_at = [&](const Buffer& cache, int64_t t) {
         return &cache.f[static_cast<size_t>(((b * s_dim + t) * hkv + kvh) * hd)];
@@ -99,8 +104,6 @@ void ref_attention_decode(const RefCtx& c) {
     }
   }
 }
-
-}  // namespace
 
 const OpDef& op_def_attention_decode() {
   static const OpDef d{"attention_decode",

@@ -9,6 +9,7 @@
 #include <numbers>
 
 #include "graph/op_def.hpp"
+#include "graph/ops/ref_kernels.hpp"
 #include "reference/buffer.hpp"
 
 namespace weft {
@@ -25,6 +26,37 @@ TensorType infer_rope(const InferCtx& c) {
   if (last % hd != 0)
     c.fail(c.operand(0) + " dim " + std::to_string(c.rank(0) - 1) + " is " + std::to_string(last) +
            "; expected a multiple of head_dim = " + std::to_string(hd) + " (num_heads * head_dim)");
+  expect_rope_attrs(c);
+  c.expect_int(1);
+  // positions has x's shape without the last dim: one position per row.
+  c.expect_rank(1, c.rank(0) - 1);
+  for (int k = 0; k < c.rank(1); ++k) c.expect_dim_equal(0, k, 1, k);
+  return c.in(0);
+}
+
+std::vector<double> inv_freqs(const RefCtx& c) {
+  return rope_inv_freqs(c.attr_int("head_dim"), c.attr_num("theta"), c.attr_str("scaling"), c.attr_num("factor"),
+                        c.attr_num("low_freq_factor"), c.attr_num("high_freq_factor"), c.attr_int("original_max_position"));
+}
+
+void ref_rope(const RefCtx& c) {
+  const Buffer &x = c.in(0), &pos = c.in(1);
+  Buffer& o = c.out();
+  const int64_t hd = c.attr_int("head_dim"), half = hd / 2, d = x.last();
+  const bool interleaved = c.attr_str("style") == "interleaved";
+  const std::vector<double> inv = inv_freqs(c);
+  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+  for (int64_t r = 0; r < x.rows(); ++r) {
+    rope_table(inv, static_cast<double>(pos.i[static_cast<size_t>(r)]), cs.data(), sn.data());
+    for (int64_t h = 0; h < d / hd; ++h)
+      rope_head(&x.f[static_cast<size_t>(r * d + h * hd)], &o.f[static_cast<size_t>(r * d + h * hd)], hd, interleaved,
+                cs.data(), sn.data());
+  }
+}
+
+}  // namespace
+
+void expect_rope_attrs(const InferCtx& c) {
   if (!(c.attr_num("theta") > 0))
     c.fail("attribute 'theta' is " + std::to_string(c.attr_num("theta")) + "; expected a number > 0");
   const std::string scaling = c.attr_str("scaling");
@@ -40,28 +72,19 @@ TensorType infer_rope(const InferCtx& c) {
       c.fail("attribute 'original_max_position' is " + std::to_string(c.attr_int("original_max_position")) +
              "; expected a size >= 1");
   }
-  c.expect_int(1);
-  // positions has x's shape without the last dim: one position per row.
-  c.expect_rank(1, c.rank(0) - 1);
-  for (int k = 0; k < c.rank(1); ++k) c.expect_dim_equal(0, k, 1, k);
-  return c.in(0);
 }
 
 // inv_freq[i] for i < head_dim/2, scaled as in HF transformers' _compute_default_rope_parameters,
 // _compute_linear_scaling_rope_parameters and _compute_llama3_parameters.
-std::vector<double> inv_freqs(const RefCtx& c) {
-  const int64_t hd = c.attr_int("head_dim");
-  const double theta = c.attr_num("theta");
-  const std::string scaling = c.attr_str("scaling");
-  const double factor = c.attr_num("factor");
+std::vector<double> rope_inv_freqs(int64_t hd, double theta, const std::string& scaling, double factor, double lo,
+                                   double hi, int64_t original_max_position) {
   std::vector<double> inv(static_cast<size_t>(hd / 2));
   for (size_t i = 0; i < inv.size(); ++i) {
     double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
     if (scaling == "linear") {
       f /= factor;
     } else if (scaling == "llama3") {
-      const double lo = c.attr_num("low_freq_factor"), hi = c.attr_num("high_freq_factor");
-      const auto old_len = static_cast<double>(c.attr_int("original_max_position"));
+      const auto old_len = static_cast<double>(original_max_position);
       const double wavelen = 2 * std::numbers::pi / f;
       if (wavelen > old_len / lo) {
         f /= factor;  // low frequencies: fully interpolated
@@ -75,35 +98,25 @@ std::vector<double> inv_freqs(const RefCtx& c) {
   return inv;
 }
 
-void ref_rope(const RefCtx& c) {
-  const Buffer &x = c.in(0), &pos = c.in(1);
-  Buffer& o = c.out();
-  const int64_t hd = c.attr_int("head_dim"), half = hd / 2, d = x.last();
-  const bool interleaved = c.attr_str("style") == "interleaved";
-  const std::vector<double> inv = inv_freqs(c);
-  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
-  for (int64_t r = 0; r < x.rows(); ++r) {
-    const auto p = static_cast<double>(pos.i[static_cast<size_t>(r)]);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = p * inv[static_cast<size_t>(i)];
-      cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(angle));
-      sn[static_cast<size_t>(i)] = static_cast<float>(std::sin(angle));
-    }
-    for (int64_t h = 0; h < d / hd; ++h) {
-      const float* xh = &x.f[static_cast<size_t>(r * d + h * hd)];
-      float* oh = &o.f[static_cast<size_t>(r * d + h * hd)];
-      for (int64_t i = 0; i < half; ++i) {
-        // half: (x[i], x[i + hd/2]) as HF's rotate_half; interleaved: (x[2i], x[2i+1]).
-        const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
-        const float ci = cs[static_cast<size_t>(i)], si = sn[static_cast<size_t>(i)];
-        oh[a] = xh[a] * ci - xh[b] * si;
-        oh[b] = xh[b] * ci + xh[a] * si;
-      }
-    }
+void rope_table(const std::vector<double>& inv, double position, float* cs, float* sn) {
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const double angle = position * inv[i];
+    cs[i] = static_cast<float>(std::cos(angle));
+    sn[i] = static_cast<float>(std::sin(angle));
   }
 }
 
-}  // namespace
+void rope_head(const float* x, float* out, int64_t hd, bool interleaved, const float* cs, const float* sn) {
+  const int64_t half = hd / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    // half: (x[i], x[i + hd/2]) as HF's rotate_half; interleaved: (x[2i], x[2i+1]). Both read before either
+    // is written, so out may alias x.
+    const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+    const float xa = x[a], xb = x[b], ci = cs[static_cast<size_t>(i)], si = sn[static_cast<size_t>(i)];
+    out[a] = xa * ci - xb * si;
+    out[b] = xb * ci + xa * si;
+  }
+}
 
 const OpDef& op_def_rope() {
   static const OpDef d{"rope",
