@@ -22,6 +22,7 @@ struct AttnIo {
   T *kc, *vc, *o;
   const void* pos;
   int pos_dtype;
+  const long long* pos_staged;  // after the wait, the tile's position from here instead of pos (shared memory)
   i64 hq, hkv, hd, s_dim;  // q heads, kv heads, head_dim, cache length S
   float scale;
   int reserve;
@@ -47,6 +48,7 @@ __device__ __forceinline__ AttnIo<T> attn_io_plain(const weft_task_args* a, cons
   io.o = out_ptr<T>(a, env);
   io.pos = in_ptr<void>(a, env, 5);
   io.pos_dtype = a->i[0];
+  io.pos_staged = nullptr;
   io.scale = a->f[0];
   io.reserve = 0;
   return io;
@@ -170,7 +172,7 @@ __device__ __noinline__ bool attention_smem_fast(const weft_task_args* a, const 
   T* kc = io.kc;
   T* vc = io.vc;
   // The position and this thread's first unit of the new rows: independent loads, in flight together.
-  const i64 p = attn_clamp_pos(load_int(io.pos, io.pos_dtype, b), s_dim);
+  const i64 p = attn_clamp_pos(io.pos_staged ? *io.pos_staged : load_int(io.pos, io.pos_dtype, b), s_dim);
   const int qu = group * UNITS, nu = qu + 2 * UNITS, e0 = tid();
   const uint4* q4 = reinterpret_cast<const uint4*>(qh);
   const uint4* kn4 = reinterpret_cast<const uint4*>(kn);

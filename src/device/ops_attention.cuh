@@ -253,7 +253,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
   const int sub = lane() / gs, gl = lane() % gs;
 
   for (i64 b = a->row0; b < a->row1; ++b) {
-    const i64 p = load_int(pos, pdt, b);
+    const i64 p = io.pos_staged ? *io.pos_staged : load_int(pos, pdt, b);
     for (i64 kvh = kv0; kvh < kv1; ++kvh) {
       T* ob = o + b * hq * hd + kvh * unit_cols;
       __syncthreads();  // the previous unit's readers of smem and of the caches are done

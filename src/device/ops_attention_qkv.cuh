@@ -56,6 +56,7 @@ __device__ __forceinline__ AttnIo<T> attn_io_qkv(const weft_task_args* a, const 
   io.o = out_ptr<T>(a, env);
   io.pos = in_ptr<void>(a, env, 3);
   io.pos_dtype = a->i[0];
+  io.pos_staged = nullptr;
   io.scale = a->f[0];
   io.reserve = st.bytes;
   return io;
@@ -80,47 +81,46 @@ __device__ __forceinline__ void qkv_rope_table(const weft_task_args* a, const Qk
   if (tid() == 0) *st.pos_used = p;
 }
 
-// One head of qkv (src) into dst: optionally RMS-normed with weight w (rounded to T, as head_rmsnorm stores it),
-// then optionally rotated (rounded again, as rope stores it). Called by one whole warp.
+constexpr int kQkvPer = 8;  // elements per lane of a head held in registers (head_dim <= 256 in one pass)
+
+// A warp's registers of one head: element lane + 32 k of src.
 template <typename T>
-__device__ __forceinline__ void qkv_stage_head(const T* src, T* dst, const T* w, bool rotate, const QkvStage<T>& st,
-                                               i64 hd, float eps, bool interleaved) {
-  constexpr int kPer = 8;  // elements per lane held in registers (head_dim <= 256 in one pass)
+__device__ __forceinline__ void qkv_load_head(const T* src, i64 hd, T (&xr)[kQkvPer]) {
+#pragma unroll
+  for (int k = 0; k < kQkvPer; ++k) {
+    const i64 j = lane() + k * WEFT_WARP_THREADS;
+    xr[k] = j < hd ? src[j] : from_f<T>(0.0f);
+  }
+}
+
+// One head of qkv (src, its first 256 elements already in xr) into dst: optionally RMS-normed with weight w
+// (rounded to T, as head_rmsnorm stores it), then optionally rotated (rounded again, as rope stores it).
+// Called by one whole warp.
+template <typename T>
+__device__ __forceinline__ void qkv_stage_head(const T* src, const T (&xr)[kQkvPer], T* dst, const T* w, bool rotate,
+                                               const QkvStage<T>& st, i64 hd, float eps, bool interleaved) {
+  constexpr i64 kHeld = kQkvPer * WEFT_WARP_THREADS;
   if (w != nullptr) {
-    float xv[kPer];
     float ss = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const i64 j = lane() + k * WEFT_WARP_THREADS;
-      xv[k] = j < hd ? to_f(src[j]) : 0.0f;
-      ss = fmaf(xv[k], xv[k], ss);
-    }
-    for (i64 j = lane() + kPer * WEFT_WARP_THREADS; j < hd; j += WEFT_WARP_THREADS) {
-      const float x = to_f(src[j]);
-      ss = fmaf(x, x, ss);
-    }
+    for (int k = 0; k < kQkvPer; ++k) ss = fmaf(to_f(xr[k]), to_f(xr[k]), ss);
+    for (i64 j = lane() + kHeld; j < hd; j += WEFT_WARP_THREADS) ss = fmaf(to_f(src[j]), to_f(src[j]), ss);
     ss = warp_sum(ss);
     const float inv = 1.0f / sqrtf(ss / static_cast<float>(hd) + eps);
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
+    for (int k = 0; k < kQkvPer; ++k) {
       const i64 j = lane() + k * WEFT_WARP_THREADS;
-      if (j < hd) dst[j] = from_f<T>(__fmul_rn(__fmul_rn(xv[k], inv), to_f(w[j])));
+      if (j < hd) dst[j] = from_f<T>(__fmul_rn(__fmul_rn(to_f(xr[k]), inv), to_f(w[j])));
     }
-    for (i64 j = lane() + kPer * WEFT_WARP_THREADS; j < hd; j += WEFT_WARP_THREADS)
+    for (i64 j = lane() + kHeld; j < hd; j += WEFT_WARP_THREADS)
       dst[j] = from_f<T>(__fmul_rn(__fmul_rn(to_f(src[j]), inv), to_f(w[j])));
   } else {
-    T xv[kPer];
 #pragma unroll
-    for (int k = 0; k < kPer; ++k) {
+    for (int k = 0; k < kQkvPer; ++k) {
       const i64 j = lane() + k * WEFT_WARP_THREADS;
-      if (j < hd) xv[k] = src[j];
+      if (j < hd) dst[j] = xr[k];
     }
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-      const i64 j = lane() + k * WEFT_WARP_THREADS;
-      if (j < hd) dst[j] = xv[k];
-    }
-    for (i64 j = lane() + kPer * WEFT_WARP_THREADS; j < hd; j += WEFT_WARP_THREADS) dst[j] = src[j];
+    for (i64 j = lane() + kHeld; j < hd; j += WEFT_WARP_THREADS) dst[j] = src[j];
   }
   if (!rotate) return;
   __syncwarp();  // every lane's element is staged before pairs mix them
@@ -128,14 +128,20 @@ __device__ __forceinline__ void qkv_stage_head(const T* src, T* dst, const T* w,
   for (i64 i = lane(); i < half; i += WEFT_WARP_THREADS) rope_pair(dst, dst, i, half, interleaved, st.cs[i], st.sn[i]);
 }
 
-// After the wait: the tile's q heads, k and v, staged (one warp per head, all loads of a head in flight at once).
+// After the wait: the tile's q heads, k and v, staged, one warp per head. The position and every warp's first
+// head are loaded together, before anything waits on either: one memory round trip.
 template <typename T>
 __device__ void qkv_stage_inputs(const weft_task_args* a, const weft_env* env, const QkvStage<T>& st) {
   const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2], group = hq / hkv, b = a->row0, kvh = a->col0 / (group * hd);
   const T* qkv = in_ptr<T>(a, env, 0) + b * (hq + 2 * hkv) * hd;
   const T* wq = in_ptr<T>(a, env, 4);
   const T* wk = in_ptr<T>(a, env, 5);
+  auto head_src = [&](i64 h) {
+    return h < group ? qkv + (kvh * group + h) * hd : h == group ? qkv + (hq + kvh) * hd : qkv + (hq + hkv + kvh) * hd;
+  };
   const i64 p = load_int(in_ptr<void>(a, env, 3), a->i[0], b);
+  T xr[kQkvPer];
+  if (warp() < group + 2) qkv_load_head<T>(head_src(warp()), hd, xr);
   __syncthreads();  // the prologue's table (a task without waits has no barrier in between)
   if (*st.pos_used != p) {  // the prologue read another position (one the graph computes) or none
     __syncthreads();
@@ -145,13 +151,10 @@ __device__ void qkv_stage_inputs(const weft_task_args* a, const weft_env* env, c
   const float eps = a->f[1];
   const bool interleaved = a->i[2] == 1;
   for (i64 h = warp(); h < group + 2; h += WEFT_BLOCK_WARPS) {
-    if (h < group)
-      qkv_stage_head<T>(qkv + (kvh * group + h) * hd, st.q + h * hd, wq, true, st, hd, eps, interleaved);
-    else if (h == group)
-      qkv_stage_head<T>(qkv + hq * hd + kvh * hd, st.k, wk, true, st, hd, eps, interleaved);
-    else
-      qkv_stage_head<T>(qkv + (hq + hkv) * hd + kvh * hd, st.v, static_cast<const T*>(nullptr), false, st, hd, eps,
-                        interleaved);
+    if (h != warp()) qkv_load_head<T>(head_src(h), hd, xr);
+    T* dst = h < group ? st.q + h * hd : h == group ? st.k : st.v;
+    const T* w = h < group ? wq : h == group ? wk : nullptr;
+    qkv_stage_head<T>(head_src(h), xr, dst, w, h <= group, st, hd, eps, interleaved);
   }
   __syncthreads();
 }
@@ -162,7 +165,8 @@ __device__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_en
     return;
   const QkvStage<T> st = qkv_stage<T>(a, smem);
   qkv_stage_inputs<T>(a, env, st);
-  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  io.pos_staged = st.pos_used;  // the position the staging used: no second read of positions
   if (attention_smem_run<T>(a, io, smem)) return;
   attention_general<T>(a, env, io, smem);
 }
