@@ -234,3 +234,33 @@ def test_fused_linear_helpers_equal_the_two_ops():
                           gu=rng.standard_normal((2, 512), dtype=np.float32))
     np.testing.assert_array_equal(out["fused_norm"], out["norm_then_linear"])
     np.testing.assert_array_equal(out["fused_swiglu"], out["swiglu_then_linear"])
+
+
+def test_attention_decode_qkv_equals_the_ops_it_replaces():
+    rng = np.random.default_rng(11)
+    hq, hkv, hd, b, s = 4, 2, 8, 2, 5
+    rope = {"theta": 10000.0, "style": "half"}
+
+    def build(fused):
+        g = weft.Graph("fused" if fused else "separate")
+        qkv = g.input("qkv", "f32", [b, (hq + 2 * hkv) * hd])
+        kc, vc = g.state("k_cache", "f32", [b, s, hkv, hd]), g.state("v_cache", "f32", [b, s, hkv, hd])
+        pos = g.input("positions", "i32", [b])
+        qn, kn = g.weight("q_norm", "f32", [hd]), g.weight("k_norm", "f32", [hd])
+        if fused:
+            out = g.attention_decode_qkv(qkv, kc, vc, pos, hq, hkv, hd, q_norm_weight=qn, k_norm_weight=kn, rope=rope)
+        else:
+            q = g.rope(g.head_rmsnorm(g.slice(qkv, 1, 0, hq * hd), qn, hd), pos, hd, **rope)
+            k = g.rope(g.head_rmsnorm(g.slice(qkv, 1, hq * hd, (hq + hkv) * hd), kn, hd), pos, hd, **rope)
+            v = g.slice(qkv, 1, (hq + hkv) * hd, (hq + 2 * hkv) * hd)
+            out = g.attention_decode(q, k, v, kc, vc, pos, hq, hkv, hd)
+        g.mark_output(out, "out")
+        return g
+
+    values = dict(qkv=rng.standard_normal((b, (hq + 2 * hkv) * hd), dtype=np.float32),
+                  k_cache=rng.standard_normal((b, s, hkv, hd), dtype=np.float32),
+                  v_cache=rng.standard_normal((b, s, hkv, hd), dtype=np.float32),
+                  positions=np.array([4, 1], dtype=np.int32),
+                  q_norm=rng.standard_normal(hd, dtype=np.float32), k_norm=rng.standard_normal(hd, dtype=np.float32))
+    fused, separate = build(True).run_reference(**values), build(False).run_reference(**values)
+    np.testing.assert_array_equal(fused["out"], separate["out"])
