@@ -6,12 +6,11 @@
 #include <vector>
 
 #include "graph/dtype.hpp"
+#include "graph/op_def.hpp"
 
 namespace weft {
 
 struct Buffer;
-class RefCtx;
-class InferCtx;
 
 // x * w / sqrt(mean(x^2) + eps) over `n` contiguous values starting at x (and w).
 void rms_row(const float* x, const float* w, float* out, int64_t n, float eps);
@@ -24,6 +23,10 @@ void linear_rows(const float* x, const Buffer& w, const Buffer* bias, const Buff
 
 // v rounded to dt (bf16 / f16; f32 unchanged), as a tensor of that dtype stores it.
 float round_to(DType dt, float v);
+
+// specs followed by rope's attributes (theta, style, scaling, factor, low/high_freq_factor,
+// original_max_position) with their defaults: the rope op and the ops that apply rope inside share them.
+std::vector<AttrSpec> with_rope_attrs(std::vector<AttrSpec> specs);
 
 // Checks rope's attributes theta, scaling, factor, low/high_freq_factor, original_max_position.
 void expect_rope_attrs(const InferCtx& c);

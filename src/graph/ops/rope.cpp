@@ -6,6 +6,7 @@
 // dtype), so at large positions its angle is off by up to ~position * 2^-24 rad; the reference is the
 // exact value a kernel should approach, not HF's rounding.
 #include <cmath>
+#include <iterator>
 #include <numbers>
 
 #include "graph/op_def.hpp"
@@ -118,19 +119,24 @@ void rope_head(const float* x, float* out, int64_t hd, bool interleaved, const f
   }
 }
 
+std::vector<AttrSpec> with_rope_attrs(std::vector<AttrSpec> specs) {
+  const AttrSpec rope[] = {{"theta", AttrKind::number, 10000.0},
+                           {"style", AttrKind::string, "half", {"half", "interleaved"}},
+                           {"scaling", AttrKind::string, "none", {"none", "linear", "llama3"}},
+                           {"factor", AttrKind::number, 1.0},
+                           {"low_freq_factor", AttrKind::number, 1.0},
+                           {"high_freq_factor", AttrKind::number, 4.0},
+                           {"original_max_position", AttrKind::integer, 8192}};
+  specs.insert(specs.end(), std::begin(rope), std::end(rope));
+  return specs;
+}
+
 const OpDef& op_def_rope() {
   static const OpDef d{"rope",
                        {{"x"}, {"positions"}},
                        false,
                        {},
-                       {{"head_dim", AttrKind::integer, nullptr},
-                        {"theta", AttrKind::number, 10000.0},
-                        {"style", AttrKind::string, "half", {"half", "interleaved"}},
-                        {"scaling", AttrKind::string, "none", {"none", "linear", "llama3"}},
-                        {"factor", AttrKind::number, 1.0},
-                        {"low_freq_factor", AttrKind::number, 1.0},
-                        {"high_freq_factor", AttrKind::number, 4.0},
-                        {"original_max_position", AttrKind::integer, 8192}},
+                       with_rope_attrs({{"head_dim", AttrKind::integer, nullptr}}),
                        infer_rope,
                        ref_rope};
   return d;
