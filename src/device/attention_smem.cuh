@@ -28,14 +28,31 @@ struct AttnIo {
   int reserve;
 };
 
-// attention_decode's operands (see weft_dev_attention_decode).
+// What attention_decode and attention_decode_qkv lay out alike (d0..d3, f0, i0): sizes, the caches (operands
+// k_cache_in and k_cache_in + 1), positions, the output, the scale. q, k_new and v_new are the caller's.
 template <typename T>
-__device__ __forceinline__ AttnIo<T> attn_io_plain(const weft_task_args* a, const weft_env* env) {
+__device__ __forceinline__ AttnIo<T> attn_io_common(const weft_task_args* a, const weft_env* env, int k_cache_in,
+                                                    int positions_in) {
   AttnIo<T> io;
   io.hq = a->d[0];
   io.hkv = a->d[1];
   io.hd = a->d[2];
   io.s_dim = a->d[3];
+  io.kc = in_mut_ptr<T>(a, env, k_cache_in);
+  io.vc = in_mut_ptr<T>(a, env, k_cache_in + 1);
+  io.o = out_ptr<T>(a, env);
+  io.pos = in_ptr<void>(a, env, positions_in);
+  io.pos_dtype = a->i[0];
+  io.pos_staged = nullptr;
+  io.scale = a->f[0];
+  io.reserve = 0;
+  return io;
+}
+
+// attention_decode's operands (see weft_dev_attention_decode).
+template <typename T>
+__device__ __forceinline__ AttnIo<T> attn_io_plain(const weft_task_args* a, const weft_env* env) {
+  AttnIo<T> io = attn_io_common<T>(a, env, 3, 5);
   io.q = in_ptr<T>(a, env, 0);
   io.kn = in_ptr<T>(a, env, 1);
   io.vn = in_ptr<T>(a, env, 2);
@@ -43,14 +60,6 @@ __device__ __forceinline__ AttnIo<T> attn_io_plain(const weft_task_args* a, cons
   io.q_kv = io.hkv > 0 ? io.hq / io.hkv * io.hd : 0;
   io.kv_row = io.hkv * io.hd;
   io.kv_head = io.hd;
-  io.kc = in_mut_ptr<T>(a, env, 3);
-  io.vc = in_mut_ptr<T>(a, env, 4);
-  io.o = out_ptr<T>(a, env);
-  io.pos = in_ptr<void>(a, env, 5);
-  io.pos_dtype = a->i[0];
-  io.pos_staged = nullptr;
-  io.scale = a->f[0];
-  io.reserve = 0;
   return io;
 }
 

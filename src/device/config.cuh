@@ -33,6 +33,13 @@
 // memory, which bounds head_dim; larger heads write zeros (lowering rejects them first).
 #define WEFT_ATTN_MAX_HEAD_DIM 4096
 
+// Bytes attention_decode_qkv stages at the end of shared memory (ops_attention_qkv.cuh): cos and sin [hd/2] f32,
+// the position (16 bytes), q heads [group][hd], k [hd], v [hd], each piece 16-byte aligned. Lowering refuses a
+// shape whose staging does not fit; the device lays it out with the same pieces.
+#define WEFT_ROUND16(x) (((x) + 15) & ~15)
+#define WEFT_QKV_STAGE_BYTES(hd, group, esize) \
+  (2 * WEFT_ROUND16((hd) / 2 * 4) + 16 + WEFT_ROUND16((group) * (hd) * (esize)) + 2 * WEFT_ROUND16((hd) * (esize)))
+
 // Every device op, in weft_dev_op order: X(ENUM_SUFFIX, function_suffix). The device function of op
 // WEFT_DEV_OP_<E> is weft_dev_<f> (codegen and the dispatch in weft_device.h expand this list).
 #define WEFT_DEV_OP_LIST(X)                                                                              \

@@ -11,10 +11,8 @@
 
 namespace weft_dev {
 
-__device__ __forceinline__ int round16(int x) { return (x + 15) & ~15; }
-
-// Staging at the end of smem (16-byte aligned pieces): cos [hd/2] f32, sin [hd/2] f32, the position the table
-// is for (16 bytes), q heads [group][hd], k [hd], v [hd] (T). Lowering bounds `bytes`.
+// Staging at the end of smem (WEFT_QKV_STAGE_BYTES; lowering bounds it): cos [hd/2] f32, sin [hd/2] f32, the
+// position the table is for (16 bytes), q heads [group][hd], k [hd], v [hd] (T), 16-byte aligned pieces.
 template <typename T>
 struct QkvStage {
   float *cs, *sn;
@@ -26,10 +24,10 @@ struct QkvStage {
 template <typename T>
 __device__ __forceinline__ QkvStage<T> qkv_stage(const weft_task_args* a, char* smem) {
   const int hd = static_cast<int>(a->d[2]), group = static_cast<int>(a->d[0] / a->d[1]);
-  const int tab = round16(hd / 2 * 4), qb = round16(group * hd * static_cast<int>(sizeof(T)));
-  const int hb = round16(hd * static_cast<int>(sizeof(T)));
+  constexpr int esize = static_cast<int>(sizeof(T));
+  const int tab = WEFT_ROUND16(hd / 2 * 4), qb = WEFT_ROUND16(group * hd * esize), hb = WEFT_ROUND16(hd * esize);
   QkvStage<T> st;
-  st.bytes = 2 * tab + 16 + qb + 2 * hb;
+  st.bytes = WEFT_QKV_STAGE_BYTES(hd, group, esize);
   char* base = smem + WEFT_SMEM_BYTES - st.bytes;
   st.cs = reinterpret_cast<float*>(base);
   st.sn = reinterpret_cast<float*>(base + tab);
@@ -42,22 +40,11 @@ __device__ __forceinline__ QkvStage<T> qkv_stage(const weft_task_args* a, char* 
 
 template <typename T>
 __device__ __forceinline__ AttnIo<T> attn_io_qkv(const weft_task_args* a, const weft_env* env, const QkvStage<T>& st) {
-  AttnIo<T> io;
-  io.hq = a->d[0];
-  io.hkv = a->d[1];
-  io.hd = a->d[2];
-  io.s_dim = a->d[3];
+  AttnIo<T> io = attn_io_common<T>(a, env, 1, 3);
   io.q = st.q;  // the tile's one (row, kv head): no strides
   io.kn = st.k;
   io.vn = st.v;
   io.q_row = io.q_kv = io.kv_row = io.kv_head = 0;
-  io.kc = in_mut_ptr<T>(a, env, 1);
-  io.vc = in_mut_ptr<T>(a, env, 2);
-  io.o = out_ptr<T>(a, env);
-  io.pos = in_ptr<void>(a, env, 3);
-  io.pos_dtype = a->i[0];
-  io.pos_staged = nullptr;
-  io.scale = a->f[0];
   io.reserve = st.bytes;
   return io;
 }

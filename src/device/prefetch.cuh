@@ -69,13 +69,6 @@ __device__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* 
 extern "C" __device__ void weft_dev_prefetch(int op, const weft_task_args* a, const weft_env* env, char* smem) {
   using namespace weft_dev;
   const i64 esize = a->dtype == WEFT_DEV_F32 ? 4 : 2;
-  if (env->tuning & WEFT_TUNE_WARM_OPERANDS) {
-    // One line of each operand and of the output: after gigabytes of streamed weights their address
-    // translations are likely gone, and a page walk on the critical path costs microseconds.
-    const int k = tid();
-    const int slot = k < WEFT_TASK_MAX_INPUTS ? a->in[k] : k == WEFT_TASK_MAX_INPUTS ? a->out : -1;
-    if (slot >= 0) prefetch_l2(global_slot<const char>(env, slot));
-  }
   switch (op) {
     case WEFT_DEV_OP_LINEAR:
     case WEFT_DEV_OP_SILU_MUL_LINEAR:

@@ -83,7 +83,6 @@ struct weft_env {
 #define WEFT_TUNE_LATE_PREFETCH 1u  // request a task's unguarded reads (weft_dev_prefetch) after its wait
 #define WEFT_TUNE_SLOW_POLL 2u     // back off up to 2 us between polls of an event (default 256 ns)
 #define WEFT_TUNE_FAST_POLL 4u     // back off up to 32 ns
-#define WEFT_TUNE_WARM_OPERANDS 8u  // before the wait, touch one L2 line of every operand (address translation)
 
 // Multi-step mode: the kernel runs its queues `steps` times in one launch, step s with epoch (epoch + s) and
 // the slot table step_slots[s * num_slots ...], so that a few tensors move per step while the rest stay put:

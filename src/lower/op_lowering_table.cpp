@@ -236,18 +236,21 @@ std::vector<Region> attention_reads(const LowerCtx& c, size_t k, const Region& t
     default: return {};  // the caches: written by this op itself
   }
 }
-void attention_args(const LowerCtx& c, weft_task_args& a) {
+// What attention_decode and attention_decode_qkv lay out alike: d0=Hq, d1=Hkv, d2=hd, d3=S (the k cache
+// operand's dim 1), f0=scale, i0=positions dtype.
+void attention_common_args(const LowerCtx& c, weft_task_args& a, size_t k_cache, size_t positions) {
   const int64_t hd = c.attr_int("head_dim");
   if (hd > WEFT_ATTN_MAX_HEAD_DIM)
     c.unsupported("head_dim " + std::to_string(hd) + " is above the device limit of " + std::to_string(WEFT_ATTN_MAX_HEAD_DIM));
   a.d[0] = c.attr_int("num_q_heads");
   a.d[1] = c.attr_int("num_kv_heads");
   a.d[2] = hd;
-  a.d[3] = c.in_shape(3)[1];
+  a.d[3] = c.in_shape(k_cache)[1];
   const double scale = c.attr_num("scale");
   a.f[0] = static_cast<float>(scale == 0 ? 1.0 / std::sqrt(static_cast<double>(hd)) : scale);
-  a.i[0] = static_cast<int>(c.in_dtype(5));
+  a.i[0] = static_cast<int>(c.in_dtype(positions));
 }
+void attention_args(const LowerCtx& c, weft_task_args& a) { attention_common_args(c, a, 3, 5); }
 
 // attention_decode_qkv: attention_decode's tiles; a task reads its q heads, k head and v head of qkv.
 std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Region& t) {
@@ -264,27 +267,18 @@ std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Regio
   }
 }
 void attention_qkv_args(const LowerCtx& c, weft_task_args& a) {
+  attention_common_args(c, a, 1, 3);
   const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
-  if (hd > WEFT_ATTN_MAX_HEAD_DIM)
-    c.unsupported("head_dim " + std::to_string(hd) + " is above the device limit of " + std::to_string(WEFT_ATTN_MAX_HEAD_DIM));
   // The task stages its q heads, k, v and the rope table at the end of shared memory (ops_attention_qkv.cuh).
-  const int64_t esize = static_cast<int64_t>(dtype_size(c.out_dtype())), r16 = 15;
-  const int64_t stage = 2 * ((hd / 2 * 4 + r16) & ~r16) + 16 + ((hq / hkv * hd * esize + r16) & ~r16) + 2 * ((hd * esize + r16) & ~r16);
+  const int64_t stage = WEFT_QKV_STAGE_BYTES(hd, hq / hkv, static_cast<int64_t>(dtype_size(c.out_dtype())));
   if (stage > WEFT_SMEM_BYTES / 4)
     c.unsupported("its q heads per kv head, k and v take " + std::to_string(stage) + " bytes of shared memory; the device stages at most " +
                   std::to_string(WEFT_SMEM_BYTES / 4));
-  a.d[0] = hq;
-  a.d[1] = hkv;
-  a.d[2] = hd;
-  a.d[3] = c.in_shape(1)[1];
   a.d[4] = c.attr_int("original_max_position");
   const double bits[4] = {c.attr_num("theta"), c.attr_num("factor"), c.attr_num("low_freq_factor"), c.attr_num("high_freq_factor")};
   std::memcpy(&a.d[5], bits, sizeof bits);
-  const double scale = c.attr_num("scale");
-  a.f[0] = static_cast<float>(scale == 0 ? 1.0 / std::sqrt(static_cast<double>(hd)) : scale);
   a.f[1] = static_cast<float>(c.attr_num("eps"));
   const std::string scaling = c.attr_str("scaling");
-  a.i[0] = static_cast<int>(c.in_dtype(3));
   a.i[1] = scaling == "linear" ? 1 : scaling == "llama3" ? 2 : 0;
   a.i[2] = c.attr_str("style") == "interleaved" ? 1 : 0;
 }
