@@ -2,8 +2,9 @@
 """Summarizes a WEFT_TRACE file (Chrome trace JSON of one megakernel launch): where the time of a step goes.
 
 Per op kind (tensor names with the layer number folded, e.g. model.layers.*.mlp.down_proj), over all blocks:
-tasks, busy time (sum of task spans), wait time, and the op's span (first start to last end of one instance,
-averaged over instances). Then the launch's span, how busy the blocks were, and the gaps between ops.
+tasks, busy time (sum of task spans), wait time, the mean set-up (descriptor + prefetch before the wait) and
+notify time per task, and the op's span (first start to last end of one instance, averaged over instances).
+Then the launch's span, how busy the blocks were, and the gaps between ops.
 
     python3 bench/trace_summary.py trace.json [--step N]
 """
@@ -22,7 +23,8 @@ def main():
     events = [e for e in json.load(open(args.trace))["traceEvents"] if e.get("ph") == "X"]
     if args.step is not None:
         events = [e for e in events if e["args"]["step"] == args.step]
-    tasks = [e for e in events if e["cat"] != "wait"]
+    around = ("wait", "setup", "notify")
+    tasks = [e for e in events if e["cat"] not in around]
     waits = [e for e in events if e["cat"] == "wait"]
     if not tasks:
         raise SystemExit("no task records in " + args.trace)
@@ -49,19 +51,23 @@ def main():
         iv = inst[(e["args"]["step"], e["name"])]
         iv[0] = min(iv[0], e["ts"])
         iv[1] = max(iv[1], e["ts"] + e["dur"])
-    wait_by_kind = collections.defaultdict(float)
     task_kind = {(e["args"]["step"], e["args"]["task"]): kind(e["name"]) for e in tasks}
-    for e in waits:
-        wait_by_kind[task_kind.get((e["args"]["step"], e["args"]["task"]), "?")] += e["dur"]
+    by_kind = {c: collections.defaultdict(float) for c in around}  # category -> op kind -> total us
+    for e in events:
+        if e["cat"] in around:
+            by_kind[e["cat"]][task_kind.get((e["args"]["step"], e["args"]["task"]), "?")] += e["dur"]
+    wait_by_kind = by_kind["wait"]
     spans = collections.defaultdict(list)
     for (step, name), (a, b) in inst.items():
         spans[kind(name)].append(b - a)
     order = sorted(busy, key=lambda k: -busy[k])
     print(f"launch span {span:.1f} us over {blocks} blocks; busy {sum(busy.values()) / (blocks * span) * 100:.1f}% "
           f"of block time, waiting {sum(wait_by_kind.values()) / (blocks * span) * 100:.1f}%")
-    print(f"{'op kind':56} {'op':18} {'tasks':>6} {'busy us':>9} {'wait us':>9} {'span us/inst':>12} {'n':>4} {'MHz':>6}")
+    print(f"{'op kind':56} {'op':18} {'tasks':>6} {'busy us':>9} {'wait us':>9} {'setup/task':>10} "
+          f"{'notify/task':>11} {'span us/inst':>12} {'n':>4} {'MHz':>6}")
     for k in order:
         print(f"{k[:56]:56} {op_of[k]:18} {count[k]:6d} {busy[k]:9.1f} {wait_by_kind[k]:9.1f} "
+              f"{by_kind['setup'][k] / count[k]:10.2f} {by_kind['notify'][k] / count[k]:11.2f} "
               f"{statistics.mean(spans[k]):12.2f} {len(spans[k]):4d} {statistics.median(mhz[k]) if mhz[k] else 0:6.0f}")
     # Sum over op instances of their spans vs the launch: > 1 means ops overlap, < 1 means gaps between them.
     total_inst = sum(b - a for a, b in inst.values())

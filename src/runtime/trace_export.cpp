@@ -15,8 +15,10 @@ void write_chrome_trace(const std::string& path, const Graph& graph, const TaskT
                         const std::vector<uint64_t>& records) {
   const size_t entries = tables.queue_tasks.size();
   uint64_t t0 = std::numeric_limits<uint64_t>::max();
+  // The earliest stamp of any entry: a task's set-up ([6]) comes before its wait ([0]).
   for (size_t i = 0; i + kTraceRecordWords <= records.size(); i += kTraceRecordWords)
-    if (records[i] != 0) t0 = std::min(t0, records[i]);
+    for (size_t w : {size_t{0}, size_t{6}})
+      if (records[i + w] != 0) t0 = std::min(t0, records[i + w]);
   auto us = [&](uint64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
   // Durations from the integer difference: subtracting two large converted timestamps would lose the ns.
   auto dur_us = [](uint64_t from, uint64_t to) { return static_cast<double>(to - from) / 1000.0; };
@@ -37,9 +39,17 @@ void write_chrome_trace(const std::string& path, const Graph& graph, const TaskT
                                                        static_cast<double>(records[at + 2] - records[at + 1])
                                                  : 0.0},
                                      {"rows", {t.args.row0, t.args.row1}}, {"cols", {t.args.col0, t.args.col1}}};
-        if (records[at + 1] > records[at])
-          events.push_back({{"name", "wait"}, {"cat", "wait"}, {"ph", "X"}, {"pid", 0}, {"tid", q},
-                            {"ts", us(records[at])}, {"dur", dur_us(records[at], records[at + 1])}, {"args", args}});
+        // The spans around the task's own run, each only where its stamps are in order: set-up (descriptor and
+        // prefetch, before the wait), wait, and the notify of its events after it.
+        auto span = [&](const char* name, size_t from, size_t to) {
+          if (records[at + from] != 0 && records[at + to] > records[at + from])
+            events.push_back({{"name", name}, {"cat", name}, {"ph", "X"}, {"pid", 0}, {"tid", q},
+                              {"ts", us(records[at + from])}, {"dur", dur_us(records[at + from], records[at + to])},
+                              {"args", args}});
+        };
+        span("setup", 6, 0);
+        span("wait", 0, 1);
+        span("notify", 2, 7);
         events.push_back({{"name", graph.tensor(t.args.out).name}, {"cat", dev_op_function(t.op)}, {"ph", "X"},
                           {"pid", 0}, {"tid", q}, {"ts", us(records[at + 1])},
                           {"dur", dur_us(records[at + 1], std::max(records[at + 2], records[at + 1]))}, {"args", args}});

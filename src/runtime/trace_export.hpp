@@ -1,6 +1,7 @@
 // The per-task timestamp trace of a megakernel launch (WEFT_TRACE=path), as Chrome trace JSON (chrome://tracing,
-// ui.perfetto.dev): one track per block, a span per task named after the tensor it writes, and a "wait" span
-// before it while it waited for its inputs.
+// ui.perfetto.dev): one track per block, a span per task named after the tensor it writes, and around it the
+// spans of its "setup" (descriptor read and prefetch of unguarded operands), its "wait" for its inputs and the
+// "notify" of its events.
 #pragma once
 
 #include <cstdint>
