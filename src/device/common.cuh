@@ -1,6 +1,6 @@
 // Helpers shared by the device ops: dtype conversions, 16-byte vector loads/stores, warp and block
 // reductions, block-wide copies and the task's tile geometry. Everything here is internal to the device
-// library (namespace weft_dev); only the extern "C" weft_dev_* entry points are its interface.
+// library (namespace weft_dev); only the extern "C" weft_* entry points of weft_device.h are its interface.
 #ifndef WEFT_DEVICE_COMMON_CUH
 #define WEFT_DEVICE_COMMON_CUH
 
@@ -8,9 +8,7 @@
 #include <cuda_fp16.h>
 
 #include "config.cuh"
-
-extern "C" __device__ void weft_dev_record_error(const weft_env* env, unsigned int code, unsigned int info1,
-                                                 unsigned int info2, unsigned int info3);
+#include "sync.cuh"
 
 namespace weft_dev {
 
@@ -311,5 +309,18 @@ __device__ __forceinline__ void for_each_span(const weft_task_args* a, i64 cols,
       default: break;                                                         \
     }                                                                         \
   } while (0)
+
+// Starts the definition of device op f: weft_dev::op_f(a, env, smem), run by all WEFT_BLOCK_THREADS threads of
+// the block, inlined into the task loop (task_loop.cuh). It computes the task's output tile and uses at most
+// WEFT_SMEM_BYTES of smem (16-byte aligned dynamic shared memory).
+#define WEFT_DEV_OP_BODY(f) \
+  __device__ __forceinline__ void weft_dev::op_##f(const weft_task_args* a, const weft_env* env, char* smem)
+
+namespace weft_dev {
+#define WEFT_DECLARE_DEV_OP(E, f) \
+  __device__ __forceinline__ void op_##f(const weft_task_args* a, const weft_env* env, char* smem);
+WEFT_DEV_OP_LIST(WEFT_DECLARE_DEV_OP)
+#undef WEFT_DECLARE_DEV_OP
+}  // namespace weft_dev
 
 #endif  // WEFT_DEVICE_COMMON_CUH

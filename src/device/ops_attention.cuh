@@ -33,6 +33,16 @@ __device__ __forceinline__ double rope_inv_freq(const RopeParams& rp, i64 i) {
   return f;
 }
 
+// cos and sin of pair i at position p, in double as the CPU reference computes them, rounded to float. One
+// sincos shares its argument reduction between the two (measured: the rope table of attention_decode_qkv,
+// one serial chain of double math per thread, took ~2 us).
+__device__ __forceinline__ void rope_cos_sin(const RopeParams& rp, double p, i64 i, float& c, float& s) {
+  double sd, cd;
+  sincos(p * rope_inv_freq(rp, i), &sd, &cd);
+  c = static_cast<float>(cd);
+  s = static_cast<float>(sd);
+}
+
 // Rotates the pairs of one head (xh, oh at the head's start): half style pairs (i, i + hd/2), interleaved
 // (2i, 2i+1). Both values of a pair are read before either is written, so o may alias x.
 template <typename T>
@@ -71,11 +81,7 @@ __device__ void rope_impl(const weft_task_args* a, const weft_env* env, char* sm
     T* orow = o + r * cdim;
     if (cached) {
       __syncthreads();  // the previous row's readers are done
-      for (i64 i = tid(); i < half; i += WEFT_BLOCK_THREADS) {
-        const double angle = p * rope_inv_freq(rp, i);
-        cs[i] = static_cast<float>(cos(angle));
-        sn[i] = static_cast<float>(sin(angle));
-      }
+      for (i64 i = tid(); i < half; i += WEFT_BLOCK_THREADS) rope_cos_sin(rp, p, i, cs[i], sn[i]);
       __syncthreads();
     }
     for (i64 e = tid(); e < pairs; e += WEFT_BLOCK_THREADS) {
@@ -85,9 +91,7 @@ __device__ void rope_impl(const weft_task_args* a, const weft_env* env, char* sm
         c = cs[i];
         s = sn[i];
       } else {
-        const double angle = p * rope_inv_freq(rp, i);
-        c = static_cast<float>(cos(angle));
-        s = static_cast<float>(sin(angle));
+        rope_cos_sin(rp, p, i, c, s);
       }
       rope_pair(xr + h * hd, orow + h * hd, i, half, interleaved, c, s);
     }
@@ -260,7 +264,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
       if (p < 0 || p >= s_dim || sm.heads == 0) {
         zero_bytes(ob, unit_cols * esize, esize, tid(), WEFT_BLOCK_THREADS);
         if (tid() == 0 && sm.heads != 0)
-          weft_dev_record_error(env, WEFT_DEV_ERR_POSITION, static_cast<unsigned int>(b),
+          weft_dev::record_error(env, WEFT_DEV_ERR_POSITION, static_cast<unsigned int>(b),
                                 static_cast<unsigned int>(static_cast<u64>(p)), 0u);
         continue;
       }
@@ -384,7 +388,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
 template <typename T>
 __device__ void attention_decode_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const AttnIo<T> io = attn_io_plain<T>(a, env);
-  if (attention_smem_run<T>(a, io, smem)) return;  // short contexts (weft_dev_prefetch started the copies)
+  if (attention_smem_run<T>(a, io, smem)) return;  // short contexts (prefetch_op started the copies)
   attention_general<T>(a, env, io, smem);
 }
 
@@ -393,7 +397,7 @@ __device__ void attention_decode_impl(const weft_task_args* a, const weft_env* e
 // ROPE: in x [R, C], positions [R]. d0=C, d1=hd, d2=original_max_position. f0=theta, f1=factor,
 // f2=low_freq_factor, f3=high_freq_factor. i0=style (0 half, 1 interleaved), i1=scaling (0 none, 1 linear,
 // 2 llama3), i2=positions dtype. col0/col1 multiples of hd. inv_freq, the angle and cos/sin in double.
-extern "C" __device__ void weft_dev_rope(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(rope) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::rope_impl, a, env, smem);
 }
 
@@ -401,7 +405,7 @@ extern "C" __device__ void weft_dev_rope(const weft_task_args* a, const weft_env
 // d0=Hq, d1=Hkv, d2=hd, d3=S. f0=scale. i0=positions dtype. Tile: rows x whole kv-head groups of q heads.
 // Bad position: zeros for that row's heads of the tile, caches untouched, WEFT_DEV_ERR_POSITION
 // ([1]=row, [2]=position). hd > WEFT_ATTN_MAX_HEAD_DIM: zeros.
-extern "C" __device__ void weft_dev_attention_decode(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(attention_decode) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::attention_decode_impl, a, env, smem);
 }
 

@@ -60,11 +60,7 @@ __device__ __forceinline__ void qkv_rope_table(const weft_task_args* a, const Qk
   rp.low = __longlong_as_double(a->d[7]);
   rp.high = __longlong_as_double(a->d[8]);
   rp.scaling = a->i[1];
-  for (i64 i = tid(); i < rp.hd / 2; i += WEFT_BLOCK_THREADS) {
-    const double angle = static_cast<double>(p) * rope_inv_freq(rp, i);
-    st.cs[i] = static_cast<float>(cos(angle));
-    st.sn[i] = static_cast<float>(sin(angle));
-  }
+  for (i64 i = tid(); i < rp.hd / 2; i += WEFT_BLOCK_THREADS) rope_cos_sin(rp, static_cast<double>(p), i, st.cs[i], st.sn[i]);
   if (tid() == 0) *st.pos_used = p;
 }
 
@@ -165,7 +161,7 @@ __device__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_en
 // the bits of (double) theta, factor, low_freq_factor, high_freq_factor. f0=scale, f1=eps. i0=positions dtype,
 // i1=rope scaling (0 none, 1 linear, 2 llama3), i2=rope style (0 half, 1 interleaved). Tile: one row x one kv
 // head's group of q heads. Bad position: as attention_decode.
-extern "C" __device__ void weft_dev_attention_decode_qkv(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(attention_decode_qkv) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::attention_decode_qkv_impl, a, env, smem);
 }
 

@@ -149,25 +149,25 @@ __device__ void silu_mul_impl(const weft_task_args* a, const weft_env* env, char
 
 // ADD, MUL: in a, b broadcast to the output, all seen as 4-D: d0..d3 output dims, d4..d7 a's strides, d8..d11
 // b's strides (0 where broadcast). The view's C is d3.
-extern "C" __device__ void weft_dev_add(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(add) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::add_impl, a, env, smem);
 }
-extern "C" __device__ void weft_dev_mul(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(mul) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::mul_impl, a, env, smem);
 }
 
 // SILU: in x. Elementwise; C = d[WEFT_D_VIEW_COLS] or col1 (whole rows).
-extern "C" __device__ void weft_dev_silu(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(silu) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::silu_impl, a, env, smem);
 }
 
 // GELU: in x. i0=1 tanh form, 0 erf. C as for SILU.
-extern "C" __device__ void weft_dev_gelu(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(gelu) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::gelu_impl, a, env, smem);
 }
 
 // SILU_MUL: in gate, up or -1. d0=F (= C). Without up, gate is [R, 2F]: gate cols [0,F), up [F,2F).
-extern "C" __device__ void weft_dev_silu_mul(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(silu_mul) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::silu_mul_impl, a, env, smem);
 }
 

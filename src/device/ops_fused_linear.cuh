@@ -1,6 +1,6 @@
 // rmsnorm_linear and silu_mul_linear: a streamed GEMV tile whose x rows are staged transformed — normalized, or
 // SwiGLU-activated — with the same arithmetic as the rmsnorm and silu_mul device ops, rounded to the dtype as
-// their outputs are. Each tile does this for itself while its weights stream in (see weft_dev_prefetch).
+// their outputs are. Each tile does this for itself while its weights stream in (see prefetch_op).
 #ifndef WEFT_DEVICE_OPS_FUSED_LINEAR_CUH
 #define WEFT_DEVICE_OPS_FUSED_LINEAR_CUH
 
@@ -14,7 +14,7 @@ namespace weft_dev {
 // Lowering makes every tile of these ops a streamed one; a tile that is not (weights bound unaligned) records
 // an error instead of computing something else.
 __device__ __forceinline__ void fused_linear_unsupported(const weft_task_args* a, const weft_env* env, int op) {
-  if (tid() == 0) weft_dev_record_error(env, WEFT_DEV_ERR_BAD_TASK, static_cast<unsigned int>(op), 1u, 0u);
+  if (tid() == 0) weft_dev::record_error(env, WEFT_DEV_ERR_BAD_TASK, static_cast<unsigned int>(op), 1u, 0u);
   (void)a;
 }
 
@@ -67,12 +67,12 @@ __device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* en
 }  // namespace weft_dev
 
 // RMSNORM_LINEAR: see task_abi.h.
-extern "C" __device__ void weft_dev_rmsnorm_linear(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(rmsnorm_linear) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::rmsnorm_linear_impl, a, env, smem);
 }
 
 // SILU_MUL_LINEAR: see task_abi.h.
-extern "C" __device__ void weft_dev_silu_mul_linear(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(silu_mul_linear) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::silu_mul_linear_impl, a, env, smem);
 }
 

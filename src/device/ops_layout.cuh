@@ -35,7 +35,7 @@ __device__ void embedding_impl(const weft_task_args* a, const weft_env* env) {
     if (id < 0 || id >= v_dim) {
       zero_bytes(dst, n * esize, esize, tid(), WEFT_BLOCK_THREADS);
       if (tid() == 0)
-        weft_dev_record_error(env, WEFT_DEV_ERR_INDEX, static_cast<unsigned int>(r),
+        weft_dev::record_error(env, WEFT_DEV_ERR_INDEX, static_cast<unsigned int>(r),
                               static_cast<unsigned int>(static_cast<u64>(id)), 0u);
       continue;
     }
@@ -193,12 +193,12 @@ __device__ void concat_impl(const weft_task_args* a, const weft_env* env) {
 
 // EMBEDDING: in table [V, D], ids [R]. d0=V, d1=D. i0=ids dtype. Bad id: zeros for that row + WEFT_DEV_ERR_INDEX
 // ([1]=row, [2]=low 32 bits of the id).
-extern "C" __device__ void weft_dev_embedding(const weft_task_args* a, const weft_env* env, char*) {
+WEFT_DEV_OP_BODY(embedding) {
   weft_dev::embedding_impl(a, env);
 }
 
 // CAST: in x. i0=input dtype; output dtype in dtype. C = d[WEFT_D_VIEW_COLS] or col1.
-extern "C" __device__ void weft_dev_cast(const weft_task_args* a, const weft_env* env, char*) {
+WEFT_DEV_OP_BODY(cast) {
   switch (a->i[0]) {
     case WEFT_DEV_BF16: weft_dev::cast_from<weft_dev::bf16>(a, env); break;
     case WEFT_DEV_F16: weft_dev::cast_from<weft_dev::f16>(a, env); break;
@@ -210,19 +210,19 @@ extern "C" __device__ void weft_dev_cast(const weft_task_args* a, const weft_env
 }
 
 // RESHAPE: in x. Copies elements in order; tile over the output view (C = d[WEFT_D_VIEW_COLS] or col1).
-extern "C" __device__ void weft_dev_reshape(const weft_task_args* a, const weft_env* env, char*) {
+WEFT_DEV_OP_BODY(reshape) {
   weft_dev::reshape_impl(a, env);
 }
 
 // SLICE: in x seen as [outer, A, inner]. d0=outer, d1=A, d2=inner, d3=start, d4=output axis length.
 // C = d[WEFT_D_VIEW_COLS] or col1.
-extern "C" __device__ void weft_dev_slice(const weft_task_args* a, const weft_env* env, char*) {
+WEFT_DEV_OP_BODY(slice) {
   weft_dev::slice_impl(a, env);
 }
 
 // CONCAT: in up to 6 inputs [outer, A_j, inner]. d0=outer, d1=inner, d2..d7=A_j (0 unused), i0=count.
 // C = d[WEFT_D_VIEW_COLS] or col1.
-extern "C" __device__ void weft_dev_concat(const weft_task_args* a, const weft_env* env, char*) {
+WEFT_DEV_OP_BODY(concat) {
   weft_dev::concat_impl(a, env);
 }
 

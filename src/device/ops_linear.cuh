@@ -216,7 +216,7 @@ __device__ void gemm_tiles(const weft_task_args* a, const T* x, const T* b, i64 
   }
 }
 
-// A streamed GEMV tile (weft_dev_prefetch has started the stream): stage(xs, rows) writes the tile's x rows
+// A streamed GEMV tile (prefetch_op has started the stream): stage(xs, rows) writes the tile's x rows
 // ([rows][K], dtype T) into shared memory behind the ring, then the stream is consumed; out = x · w + bias +
 // residual. Returns false when the tile does not take the streamed path.
 template <typename T, typename Stage>
@@ -285,12 +285,12 @@ __device__ void matmul_impl(const weft_task_args* a, const weft_env* env, char* 
 
 // LINEAR: in x [R, K], weight [N, K], bias [N] or -1, residual [R, N] or -1. d0=K, d1=N.
 // out = (x · w) + bias + residual, summed in that order in f32, rounded once.
-extern "C" __device__ void weft_dev_linear(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(linear) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::linear_impl, a, env, smem);
 }
 
 // MATMUL: in a [B, M, K], b [B, K, N] or [K, N]. R = B*M, C = N. d0=M, d1=K, d2=N, d3=1 if b is batched.
-extern "C" __device__ void weft_dev_matmul(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(matmul) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::matmul_impl, a, env, smem);
 }
 

@@ -130,17 +130,17 @@ __device__ void head_rmsnorm_impl(const weft_task_args* a, const weft_env* env, 
 
 // RMSNORM: in x [R, D], weight [D]. d0=D. f0=eps. Whole rows (the reduction always spans the row; only the
 // tile's columns are written).
-extern "C" __device__ void weft_dev_rmsnorm(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(rmsnorm) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::rmsnorm_impl, a, env, smem);
 }
 
 // HEAD_RMSNORM: in x [R, C], weight [hd]. d0=C, d1=hd. f0=eps. col0/col1 multiples of hd.
-extern "C" __device__ void weft_dev_head_rmsnorm(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(head_rmsnorm) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::head_rmsnorm_impl, a, env, smem);
 }
 
 // LAYERNORM: in x [R, D], weight [D], bias [D] or -1. d0=D. f0=eps. Two-pass (mean, then squared deviations).
-extern "C" __device__ void weft_dev_layernorm(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(layernorm) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::layernorm_impl, a, env, smem);
 }
 

@@ -188,19 +188,19 @@ __device__ void reduce_impl(const weft_task_args* a, const weft_env* env, char* 
 }  // namespace weft_dev
 
 // SOFTMAX: in x [R, C]. Whole rows (C = d[WEFT_D_VIEW_COLS] or col1). Max-subtracted, f32.
-extern "C" __device__ void weft_dev_softmax(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(softmax) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::softmax_impl, a, env, smem);
 }
 
 // ARGMAX: in x [R, N]; output [R] (view R x 1). d0=N. i0=output dtype (i32 / i64); dtype is x's float dtype.
 // First maximum; NaN counts as the maximum.
-extern "C" __device__ void weft_dev_argmax(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(argmax) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::argmax_impl, a, env, smem);
 }
 
 // REDUCE: in x seen as [outer, A, inner]; output [outer, inner]. d0=outer, d1=A, d2=inner. i0=kind (0 sum,
 // 1 max, 2 mean). Whole rows of the output view (C = d[WEFT_D_VIEW_COLS] or col1).
-extern "C" __device__ void weft_dev_reduce(const weft_task_args* a, const weft_env* env, char* smem) {
+WEFT_DEV_OP_BODY(reduce) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::reduce_impl, a, env, smem);
 }
 

@@ -63,11 +63,10 @@ __device__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* 
   prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
 }
 
-}  // namespace weft_dev
-
-// Before the task's waits (see weft_device.h).
-extern "C" __device__ void weft_dev_prefetch(int op, const weft_task_args* a, const weft_env* env, char* smem) {
-  using namespace weft_dev;
+// Requests what task `a` (of device op `op`) reads that no event guards. The task loop runs it, with all
+// threads, once per task before the task's waits; the streamed GEMV ops expect it to have run for the same
+// task (it starts the weight stream they consume).
+__device__ __forceinline__ void prefetch_op(int op, const weft_task_args* a, const weft_env* env, char* smem) {
   const i64 esize = a->dtype == WEFT_DEV_F32 ? 4 : 2;
   switch (op) {
     case WEFT_DEV_OP_LINEAR:
@@ -95,5 +94,7 @@ extern "C" __device__ void weft_dev_prefetch(int op, const weft_task_args* a, co
       break;
   }
 }
+
+}  // namespace weft_dev
 
 #endif  // WEFT_DEVICE_PREFETCH_CUH

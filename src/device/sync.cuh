@@ -1,6 +1,6 @@
 // Event primitives of the persistent kernel and the device error record. Compiled once, into the device
-// library (device_library.cu is the only file that includes this one): the generated kernel only sees their
-// declarations in weft_device.h, so it never parses <cuda/atomic>, which costs NVRTC ~0.6 s per compile.
+// library: the task loop (task_loop.cuh) inlines the weft_dev:: versions; the extern "C" ones are the
+// library's ABI (weft_device.h) for other kernels. NVRTC never parses <cuda/atomic> (~0.6 s per compile).
 //
 // Memory ordering: a producer block writes its tile, then weft_event_notify runs __syncthreads (every
 // thread's writes happen before thread 0's next step) and thread 0 adds 1 with release semantics at GPU
@@ -18,8 +18,10 @@ typedef cuda::atomic_ref<unsigned int, cuda::thread_scope_device> weft_device_at
 
 // Records the first device error: only the thread whose compare-and-swap turns *env->error from 0 into `code`
 // writes error_info ([0] the running task, [1..3] the op's details), so the info always matches the code.
-extern "C" __device__ void weft_dev_record_error(const weft_env* env, unsigned int code, unsigned int info1,
-                                                 unsigned int info2, unsigned int info3) {
+namespace weft_dev {
+
+__device__ __forceinline__ void record_error(const weft_env* env, unsigned int code, unsigned int info1,
+                                             unsigned int info2, unsigned int info3) {
   if (env == nullptr || env->error == nullptr) return;
   weft_device_atomic_u32 err(*env->error);
   unsigned int expected = WEFT_DEV_OK;
@@ -33,7 +35,7 @@ extern "C" __device__ void weft_dev_record_error(const weft_env* env, unsigned i
 }
 
 // True once any device error has been recorded (relaxed: only used to stop waiting early).
-extern "C" __device__ bool weft_dev_error_raised(const weft_env* env) {
+__device__ __forceinline__ bool error_raised(const weft_env* env) {
   if (env == nullptr || env->error == nullptr) return false;
   weft_device_atomic_u32 err(*env->error);
   return err.load(cuda::memory_order_relaxed) != WEFT_DEV_OK;
@@ -61,16 +63,16 @@ __device__ __forceinline__ bool weft_poll_event(unsigned int* counter, unsigned 
     seen = c.load(cuda::memory_order_acquire);
     if (static_cast<int>(seen - target) >= 0) return true;
     if (timeout_cycles > 0 && clock64() - start > timeout_cycles) {
-      weft_dev_record_error(env, WEFT_DEV_ERR_DEADLOCK, static_cast<unsigned int>(event), target, seen);
+      record_error(env, WEFT_DEV_ERR_DEADLOCK, static_cast<unsigned int>(event), target, seen);
       return false;
     }
-    if ((spin & 63u) == 0u && weft_dev_error_raised(env)) return false;
+    if ((spin & 63u) == 0u && error_raised(env)) return false;
   }
 }
 
 // Called by every thread of the block: thread 0 waits for *counter >= target (see weft_poll_event). On false
 // the caller must not run the task; it should stop.
-extern "C" __device__ bool weft_event_wait(unsigned int* counter, unsigned int target, long long timeout_cycles,
+__device__ __forceinline__ bool event_wait(unsigned int* counter, unsigned int target, long long timeout_cycles,
                                            const weft_env* env, int event) {
   const int failed = threadIdx.x == 0 && !weft_poll_event(counter, target, timeout_cycles, env, event);
   // Also the barrier that hands thread 0's acquire on to the whole block.
@@ -80,7 +82,7 @@ extern "C" __device__ bool weft_event_wait(unsigned int* counter, unsigned int t
 // Called by every thread of the block: waits for all `count` waits of a task at once, thread i polling wait i,
 // so that a task with several inputs pays one round trip to L2, not one per input. Same result as
 // weft_event_wait on each in turn.
-extern "C" __device__ bool weft_wait_all(const weft_wait* waits, int count, unsigned int* events, unsigned int epoch,
+__device__ __forceinline__ bool wait_all(const weft_wait* waits, int count, unsigned int* events, unsigned int epoch,
                                          long long timeout_cycles, const weft_env* env) {
   int failed = 0;
   for (int w = threadIdx.x; w < count; w += blockDim.x) {
@@ -92,7 +94,7 @@ extern "C" __device__ bool weft_wait_all(const weft_wait* waits, int count, unsi
 }
 
 // Called by every thread of the block after it wrote its part of the task's output.
-extern "C" __device__ void weft_event_notify(unsigned int* counter) {
+__device__ __forceinline__ void event_notify(unsigned int* counter) {
   __syncthreads();
   if (threadIdx.x == 0) {
     weft_device_atomic_u32 c(*counter);
@@ -102,12 +104,32 @@ extern "C" __device__ void weft_event_notify(unsigned int* counter) {
 
 // Called by every thread of the block after it wrote the task's output: adds 1 to each of the task's `count`
 // event counters, thread i releasing counter i (the barrier first orders every thread's writes before them).
-extern "C" __device__ void weft_notify_all(unsigned int* events, const int* notifies, int count) {
+__device__ __forceinline__ void notify_all(unsigned int* events, const int* notifies, int count) {
   __syncthreads();
   if (static_cast<int>(threadIdx.x) < count) {
     weft_device_atomic_u32 c(events[notifies[threadIdx.x]]);
     c.fetch_add(1u, cuda::memory_order_release);
   }
+}
+
+}  // namespace weft_dev
+
+extern "C" __device__ void weft_dev_record_error(const weft_env* env, unsigned int code, unsigned int info1,
+                                                 unsigned int info2, unsigned int info3) {
+  weft_dev::record_error(env, code, info1, info2, info3);
+}
+extern "C" __device__ bool weft_dev_error_raised(const weft_env* env) { return weft_dev::error_raised(env); }
+extern "C" __device__ bool weft_event_wait(unsigned int* counter, unsigned int target, long long timeout_cycles,
+                                           const weft_env* env, int event) {
+  return weft_dev::event_wait(counter, target, timeout_cycles, env, event);
+}
+extern "C" __device__ bool weft_wait_all(const weft_wait* waits, int count, unsigned int* events, unsigned int epoch,
+                                         long long timeout_cycles, const weft_env* env) {
+  return weft_dev::wait_all(waits, count, events, epoch, timeout_cycles, env);
+}
+extern "C" __device__ void weft_event_notify(unsigned int* counter) { weft_dev::event_notify(counter); }
+extern "C" __device__ void weft_notify_all(unsigned int* events, const int* notifies, int count) {
+  weft_dev::notify_all(events, notifies, count);
 }
 
 #endif  // WEFT_DEVICE_SYNC_CUH

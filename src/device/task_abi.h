@@ -82,7 +82,7 @@ struct weft_env {
 #define WEFT_TRACE_RECORD_WORDS 8
 
 // Tuning switches (weft_env::tuning), for A/B measurements; 0 is the default behaviour.
-#define WEFT_TUNE_LATE_PREFETCH 1u  // request a task's unguarded reads (weft_dev_prefetch) after its wait
+#define WEFT_TUNE_LATE_PREFETCH 1u  // request a task's unguarded reads (prefetch_op) after its wait
 #define WEFT_TUNE_SLOW_POLL 2u     // back off up to 2 us between polls of an event (default 256 ns)
 #define WEFT_TUNE_FAST_POLL 4u     // back off up to 32 ns
 
@@ -104,6 +104,27 @@ struct weft_loop {
   unsigned int* barrier;    // grid barrier counter (monotonic, like the events)
   unsigned int barrier_base;  // barriers completed by earlier launches
   unsigned int pad_;
+};
+
+// What the generated kernel hands the device library's task loop (weft_dev_run_queues), once per launch: its
+// launch parameters, the slot table and the loop and symbol structs by address (kernel parameter space).
+struct weft_queues {
+  const weft_task* tasks;
+  const weft_wait* waits;
+  const int* notifies;
+  const int* queue_offsets;  // [gridDim.x + 1]: queue b is queue_tasks[queue_offsets[b] .. queue_offsets[b + 1])
+  const int* queue_tasks;
+  unsigned int* events;
+  void* const* slots;  // [num_slots]
+  int num_slots;
+  unsigned int epoch;
+  long long timeout_cycles;  // per wait, in SM clock cycles; <= 0 waits forever
+  unsigned int* error;
+  unsigned int* error_info;
+  const weft_loop* loop;
+  unsigned long long* trace;  // WEFT_TRACE_RECORD_WORDS per queue entry and step, or null
+  const weft_symbol_values* symbols;
+  unsigned int tuning;
 };
 
 // Device op ids: one per op of the op table (lowering maps op names to them). Per op: operands in in[], then what d/f/i hold. "R x C" is the

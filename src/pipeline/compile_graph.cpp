@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -146,10 +145,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   r.arena_offsets = plan.offset;
   r.lower_ms = ms_since(start);
 
-  std::set<int32_t> ops;
-  for (const Task& t : tg.tasks) ops.insert(t.dev_op);
   const auto compile_start = std::chrono::steady_clock::now();
-  const CompiledKernel kernel = compile_kernel(generate_megakernel_source(ops, static_cast<int32_t>(g.tensors().size())), copts);
+  const CompiledKernel kernel = compile_kernel(generate_megakernel_source(static_cast<int32_t>(g.tensors().size())), copts);
   r.compile_ms = ms_since(compile_start);
   r.cubin.assign(kernel.cubin.begin(), kernel.cubin.end());
 

@@ -66,18 +66,19 @@ TEST(TaskTables, DamagedBlobsAreRefused) {
   EXPECT_TRUE(refused(serialize_task_tables(t)));
 }
 
-TEST(KernelSource, DispatchesTheUsedOpsOnly) {
-  const std::string src = generate_megakernel_source({WEFT_DEV_OP_LINEAR, WEFT_DEV_OP_RMSNORM}, 12);
-  EXPECT_NE(src.find("case WEFT_DEV_OP_LINEAR: weft_dev_linear(a, &env, smem)"), std::string::npos) << src;
-  EXPECT_NE(src.find("case WEFT_DEV_OP_RMSNORM: weft_dev_rmsnorm"), std::string::npos);
-  EXPECT_EQ(src.find("weft_dev_attention_decode"), std::string::npos);
+TEST(KernelSource, HandsTheLaunchToTheTaskLoop) {
+  const std::string src = generate_megakernel_source(12);
+  EXPECT_NE(src.find("weft_dev_run_queues(&q);"), std::string::npos) << src;
+  EXPECT_NE(src.find("q.num_slots = WEFT_NUM_SLOTS;"), std::string::npos) << src;
   EXPECT_NE(src.find(kMegakernelName), std::string::npos);
   EXPECT_NE(src.find("#define WEFT_NUM_SLOTS 12\n"), std::string::npos);
+  EXPECT_STREQ(dev_op_function(WEFT_DEV_OP_LINEAR), "weft_dev_linear");
   EXPECT_THROW(dev_op_function(WEFT_DEV_OP_COUNT), Error);
   // The code generator's version (in the cache key) is a hash of what it generates.
   EXPECT_EQ(codegen_version().size(), 16u);
   EXPECT_EQ(codegen_version(), codegen_version());
-  EXPECT_THROW(generate_megakernel_source({WEFT_DEV_OP_LINEAR}, kMaxSlots + 1), Error);
+  EXPECT_THROW(generate_megakernel_source(kMaxSlots + 1), Error);
+  EXPECT_THROW(generate_megakernel_source(0), Error);
 }
 
 }  // namespace

@@ -1,0 +1,164 @@
+// The persistent loop of the megakernel: block b runs queue b of the task tables in order; a task requests what
+// no event guards (prefetch_op), waits for its events (counters reach count * epoch), runs its device op
+// and notifies its events. The generated kernel calls it once per launch.
+//
+// It lives in the device library, not in the generated kernel, so that every op is inlined into it: an op
+// called across the library boundary is an ABI call, and the callee saved and restored ~60 registers through
+// local memory on every task, which cost 2-3 us per task on the critical path of a decode step (measured with
+// WEFT_TRACE and ncu: a GEMV task that returned at once still took 2.8 us).
+#ifndef WEFT_DEVICE_TASK_LOOP_CUH
+#define WEFT_DEVICE_TASK_LOOP_CUH
+
+#include "config.cuh"
+#include "sync.cuh"
+#include "trace.cuh"
+
+// Every op, for the switch below (each file defines its weft_dev::op_* inline body).
+#include "ops_attention.cuh"
+#include "ops_attention_qkv.cuh"
+#include "ops_elementwise.cuh"
+#include "ops_fused_linear.cuh"
+#include "ops_layout.cuh"
+#include "ops_linear.cuh"
+#include "ops_norm.cuh"
+#include "ops_reduce.cuh"
+#include "prefetch.cuh"
+
+namespace weft_dev {
+
+// The dynamic shared memory of the launch, seen as shared (not generic) memory by every inlined op.
+extern __shared__ __align__(16) char weft_smem[];
+
+// All blocks arrive, then wait for all: barrier number `n` (counted across launches) is complete at
+// n * gridDim.x arrivals.
+__device__ __forceinline__ bool grid_barrier(const weft_loop& loop, unsigned int n, long long timeout_cycles,
+                                             const weft_env* env) {
+  event_notify(loop.barrier);
+  return event_wait(loop.barrier, n * gridDim.x, timeout_cycles, env, -1);
+}
+
+// The ops of a decoder step run inlined; the rest are called out of line: inlining every op into the loop made
+// the library's build ~5x slower (one huge function to allocate registers for), for ops no decode step runs.
+__device__ constexpr bool op_inlined(int op) {
+  return op == WEFT_DEV_OP_EMBEDDING || op == WEFT_DEV_OP_RMSNORM || op == WEFT_DEV_OP_HEAD_RMSNORM ||
+         op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_ADD || op == WEFT_DEV_OP_SILU_MUL || op == WEFT_DEV_OP_ROPE ||
+         op == WEFT_DEV_OP_ATTENTION_DECODE || op == WEFT_DEV_OP_ARGMAX || op == WEFT_DEV_OP_RMSNORM_LINEAR ||
+         op == WEFT_DEV_OP_SILU_MUL_LINEAR || op == WEFT_DEV_OP_ATTENTION_DECODE_QKV;
+}
+
+namespace {
+// Internal linkage: the wrappers of inlined ops are never called, so they are not emitted.
+#define WEFT_DEV_OP_OUT_OF_LINE(E, f)                                                           \
+  __device__ __noinline__ void out_of_line_##f(const weft_task_args* a, const weft_env* env, char* smem) { \
+    op_##f(a, env, smem);                                                                       \
+  }
+WEFT_DEV_OP_LIST(WEFT_DEV_OP_OUT_OF_LINE)
+#undef WEFT_DEV_OP_OUT_OF_LINE
+}  // namespace
+
+// Runs device op `op` on `a`; false for an id the library does not have.
+__device__ __forceinline__ bool run_op(int op, const weft_task_args* a, const weft_env* env, char* smem) {
+  switch (op) {
+#define WEFT_DEV_OP_CASE(E, f)                                         \
+  case WEFT_DEV_OP_##E:                                                \
+    if constexpr (op_inlined(WEFT_DEV_OP_##E)) op_##f(a, env, smem);   \
+    else out_of_line_##f(a, env, smem);                                \
+    return true;
+    WEFT_DEV_OP_LIST(WEFT_DEV_OP_CASE)
+#undef WEFT_DEV_OP_CASE
+    default:
+      return false;
+  }
+}
+
+// A kernel compiled for a bucket runs a smaller symbol value: a tile past it does nothing (but keeps its
+// events), a tile across it is cut to it (into *clipped). Returns the arguments to run, or nullptr to skip.
+__device__ __forceinline__ const weft_task_args* clip_task(const weft_task* t, const weft_symbol_values& symbols,
+                                                           weft_task_args* clipped) {
+  const weft_task_args* a = &t->args;
+  if (t->clip < 0) return a;
+  const long long lim = symbols.v[t->clip & 0xff] * t->clip_unit;
+  const bool cols = (t->clip >> 8) != 0;
+  if ((cols ? a->col0 : a->row0) >= lim) return nullptr;
+  if ((cols ? a->col1 : a->row1) <= lim) return a;
+  *clipped = *a;
+  if (cols) clipped->col1 = lim;
+  else clipped->row1 = lim;
+  return clipped;
+}
+
+}  // namespace weft_dev
+
+extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
+  using namespace weft_dev;
+  const weft_queues q = *queues;
+  char* smem = weft_smem;
+  const weft_loop& loop = *q.loop;
+  weft_env env;
+  env.slots = q.slots;
+  env.error = q.error;
+  env.error_info = q.error_info;
+  env.task_index = -1;
+  env.tuning = q.tuning;
+  const int steps = loop.steps > 0 ? loop.steps : 1;
+  if (loop.steps > 0 && blockIdx.x == 0) {
+    for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x) loop.tokens[i] = loop.feed_src[i];
+    for (int i = threadIdx.x; i < loop.steps * loop.feed_n; i += blockDim.x)
+      loop.counters[i] = loop.counter_src[i % loop.feed_n] + i / loop.feed_n;
+  }
+  const int begin = q.queue_offsets[blockIdx.x], end = q.queue_offsets[blockIdx.x + 1];
+  const int entries = q.queue_offsets[gridDim.x];
+  weft_task_args clipped;
+  for (int step = 0; step < steps; ++step) {
+    if (loop.steps > 0) {
+      env.task_index = -1;
+      if (!grid_barrier(loop, loop.barrier_base + step + 1, q.timeout_cycles, &env)) return;
+      env.slots = loop.step_slots + static_cast<size_t>(step) * q.num_slots;
+    }
+    // Counters only grow: pass `e` of the queues needs count * e (wrapping like the counters do).
+    const unsigned int e = q.epoch + static_cast<unsigned int>(step);
+    for (int k = begin; k < end; ++k) {
+      // Shared memory belongs to one task at a time: a task without waits or notifies has no other barrier.
+      if (k != begin) __syncthreads();
+      // Trace record of queue entry k of this step (WEFT_TRACE_RECORD_WORDS): the SM clock at run start and
+      // end beside the global ns gives the clock the task ran at.
+      unsigned long long* rec =
+          q.trace ? q.trace + (static_cast<size_t>(step) * entries + k) * WEFT_TRACE_RECORD_WORDS : nullptr;
+      if (rec && threadIdx.x == 0) rec[6] = global_ns();
+      const int ti = q.queue_tasks[k];
+      const weft_task* t = &q.tasks[ti];
+      env.task_index = ti;
+      const int op = t->op;
+      const weft_task_args* a = clip_task(t, *q.symbols, &clipped);
+      // What the task reads that no event guards (weights, earlier steps' KV rows) is requested first.
+      const bool early = !(q.tuning & WEFT_TUNE_LATE_PREFETCH);
+      if (early && a) prefetch_op(op, a, &env, smem);
+      if (rec && threadIdx.x == 0) {
+        rec[0] = global_ns();
+        rec[3] = sm_id();
+      }
+      if (t->wait_count > 0 && !wait_all(q.waits + t->wait_begin, t->wait_count, q.events, e, q.timeout_cycles, &env))
+        return;
+      if (rec && threadIdx.x == 0) {
+        rec[1] = global_ns();
+        rec[4] = clock64();
+      }
+      if (!early && a) prefetch_op(op, a, &env, smem);
+      if (a && !run_op(op, a, &env, smem)) {
+        if (threadIdx.x == 0) record_error(&env, WEFT_DEV_ERR_BAD_TASK, static_cast<unsigned int>(op), 0u, 0u);
+        return;
+      }
+      if (rec) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          rec[2] = global_ns();
+          rec[5] = clock64();
+        }
+      }
+      if (t->notify_count > 0) notify_all(q.events, q.notifies + t->notify_begin, t->notify_count);
+      if (rec && threadIdx.x == 0) rec[7] = global_ns();
+    }
+  }
+}
+
+#endif  // WEFT_DEVICE_TASK_LOOP_CUH
