@@ -13,23 +13,18 @@
 namespace weft {
 
 namespace {
-struct DevOpName {
-  const char* function;
-};
 // Indexed by weft_dev_op, from the device library's own list.
-constexpr std::array<DevOpName, WEFT_DEV_OP_COUNT> kDevOps = {{
-#define WEFT_DEV_OP_NAME(E, f) {"weft_dev_" #f},
+constexpr std::array<const char*, WEFT_DEV_OP_COUNT> kDevOpNames = {{
+#define WEFT_DEV_OP_NAME(E, f) "weft_dev_" #f,
     WEFT_DEV_OP_LIST(WEFT_DEV_OP_NAME)
 #undef WEFT_DEV_OP_NAME
 }};
-
-const DevOpName& dev_op(int32_t op) {
-  if (op < 0 || op >= WEFT_DEV_OP_COUNT) fail(Status::internal, "device op " + std::to_string(op) + " does not exist");
-  return kDevOps[static_cast<size_t>(op)];
-}
 }  // namespace
 
-const char* dev_op_function(int32_t op) { return dev_op(op).function; }
+const char* dev_op_function(int32_t op) {
+  if (op < 0 || op >= WEFT_DEV_OP_COUNT) fail(Status::internal, "device op " + std::to_string(op) + " does not exist");
+  return kDevOpNames[static_cast<size_t>(op)];
+}
 
 std::string generate_megakernel_source(int32_t num_slots) {
   if (num_slots < 1 || num_slots > kMaxSlots)

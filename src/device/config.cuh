@@ -40,8 +40,8 @@
 #define WEFT_QKV_STAGE_BYTES(hd, group, esize) \
   (2 * WEFT_ROUND16((hd) / 2 * 4) + 16 + WEFT_ROUND16((group) * (hd) * (esize)) + 2 * WEFT_ROUND16((hd) * (esize)))
 
-// Every device op, in weft_dev_op order: X(ENUM_SUFFIX, function_suffix). The device function of op
-// WEFT_DEV_OP_<E> is weft_dev_<f> (codegen and the dispatch in weft_device.h expand this list).
+// Every device op, in weft_dev_op order: X(ENUM_SUFFIX, name). Op WEFT_DEV_OP_<E> runs weft_dev::op_<name>
+// (the task loop's dispatch, task_loop.cuh) and is called "weft_dev_<name>" in traces and messages.
 #define WEFT_DEV_OP_LIST(X)                                                                              \
   X(EMBEDDING, embedding) X(RMSNORM, rmsnorm) X(HEAD_RMSNORM, head_rmsnorm) X(LAYERNORM, layernorm)      \
   X(LINEAR, linear) X(MATMUL, matmul) X(ADD, add) X(MUL, mul) X(SILU, silu) X(GELU, gelu)                \
