@@ -90,6 +90,71 @@ __device__ __forceinline__ i64 argmax_row(const T* x, i64 n, int t, int nt, ArgB
   return n > 0 ? b.i : 0;
 }
 
+// A long row on the whole block: the candidates as 32-bit order keys and indices (a 64-bit index and the NaN
+// tests of arg_better cost ~3x the instructions per element, and this loop is the whole task). Each thread
+// visits its elements in increasing index order, so a strictly greater key keeps the first maximum; the key
+// orders numbers as floats do (-0 as +0) and puts every NaN above them. n < 2^31.
+__device__ __forceinline__ int arg_key(float v) {
+  const int b = __float_as_int(v + 0.0f);
+  return v != v ? 0x7fffffff : b >= 0 ? b : b ^ 0x7fffffff;
+}
+
+struct ArgKey {
+  int key, i;
+};
+
+__device__ __forceinline__ bool key_better(ArgKey c, ArgKey b) { return c.key > b.key || (c.key == b.key && c.i < b.i); }
+
+__device__ __forceinline__ ArgKey warp_argkey(ArgKey b) {
+#pragma unroll
+  for (int off = WEFT_WARP_THREADS / 2; off > 0; off >>= 1) {
+    const ArgKey o{__shfl_xor_sync(WEFT_FULL_MASK, b.key, off), __shfl_xor_sync(WEFT_FULL_MASK, b.i, off)};
+    if (key_better(o, b)) b = o;
+  }
+  return b;
+}
+
+template <typename T>
+__device__ __forceinline__ int argmax_row_block(const T* x, int n, ArgKey* scratch) {
+  constexpr int N = Vec<T>::N, kInFlight = 16;
+  ArgKey b{static_cast<int>(0x80000000u), 0x7fffffff};
+  auto take = [&](int j, float v) {
+    const int k = arg_key(v);
+    if (k > b.key) b = ArgKey{k, j};
+  };
+  int done = 0;
+  if (aligned16(x)) {
+    const int nv = n / N;
+    int v = tid();
+    for (; v + (kInFlight - 1) * WEFT_BLOCK_THREADS < nv; v += kInFlight * WEFT_BLOCK_THREADS) {
+      uint4 raw[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) raw[u] = *reinterpret_cast<const uint4*>(x + (v + u * WEFT_BLOCK_THREADS) * N);
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        float f[N];
+        unpack_vec<T>(raw[u], f);
+#pragma unroll
+        for (int k = 0; k < N; ++k) take((v + u * WEFT_BLOCK_THREADS) * N + k, f[k]);
+      }
+    }
+    for (; v < nv; v += WEFT_BLOCK_THREADS) {
+      float f[N];
+      load_vec(x + v * N, f);
+#pragma unroll
+      for (int k = 0; k < N; ++k) take(v * N + k, f[k]);
+    }
+    done = nv * N;
+  }
+  for (int j = done + tid(); j < n; j += WEFT_BLOCK_THREADS) take(j, to_f(x[j]));
+  b = warp_argkey(b);
+  __syncthreads();
+  if (lane() == 0) scratch[warp()] = b;
+  __syncthreads();
+  b = lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : ArgKey{static_cast<int>(0x80000000u), 0x7fffffff};
+  return warp_argkey(b).i;
+}
+
 template <typename T>
 __device__ void argmax_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const T* x = in_ptr<T>(a, env, 0);
@@ -110,7 +175,8 @@ __device__ void argmax_impl(const weft_task_args* a, const weft_env* env, char* 
     }
   } else {
     for (i64 r = a->row0; r < a->row1; ++r) {
-      const i64 idx = argmax_row<T, true>(x + r * n, n, tid(), WEFT_BLOCK_THREADS, scratch);
+      const i64 idx = n < 0x7fffffffll ? argmax_row_block<T>(x + r * n, static_cast<int>(n), reinterpret_cast<ArgKey*>(smem))
+                                       : argmax_row<T, true>(x + r * n, n, tid(), WEFT_BLOCK_THREADS, scratch);
       if (tid() == 0) store(r, idx);
     }
   }

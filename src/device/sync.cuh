@@ -80,13 +80,14 @@ __device__ __forceinline__ bool event_wait(unsigned int* counter, unsigned int t
 }
 
 // Called by every thread of the block: waits for all `count` waits of a task at once, thread i polling wait i,
-// so that a task with several inputs pays one round trip to L2, not one per input. Same result as
-// weft_event_wait on each in turn.
-__device__ __forceinline__ bool wait_all(const weft_wait* waits, int count, unsigned int* events, unsigned int epoch,
-                                         long long timeout_cycles, const weft_env* env) {
+// so that a task with several inputs pays one round trip to L2, not one per input. `mine` is waits[threadIdx.x]
+// when threadIdx.x < count, loaded by the caller ahead of time so that the poll needs no table read. Same result
+// as weft_event_wait on each in turn.
+__device__ __forceinline__ bool wait_all(const weft_wait& mine, const weft_wait* waits, int count, unsigned int* events,
+                                         unsigned int epoch, long long timeout_cycles, const weft_env* env) {
   int failed = 0;
   for (int w = threadIdx.x; w < count; w += blockDim.x) {
-    const weft_wait wt = waits[w];
+    const weft_wait wt = w == static_cast<int>(threadIdx.x) ? mine : waits[w];
     if (!weft_poll_event(&events[wt.event], wt.count * epoch, timeout_cycles, env, wt.event)) failed = 1;
   }
   // The barrier hands each polling thread's acquire on to the whole block.
@@ -104,10 +105,11 @@ __device__ __forceinline__ void event_notify(unsigned int* counter) {
 
 // Called by every thread of the block after it wrote the task's output: adds 1 to each of the task's `count`
 // event counters, thread i releasing counter i (the barrier first orders every thread's writes before them).
-__device__ __forceinline__ void notify_all(unsigned int* events, const int* notifies, int count) {
+// `mine` is notifies[threadIdx.x] when threadIdx.x < count, loaded by the caller ahead of time.
+__device__ __forceinline__ void notify_all(unsigned int* events, int mine, const int* notifies, int count) {
   __syncthreads();
-  if (static_cast<int>(threadIdx.x) < count) {
-    weft_device_atomic_u32 c(events[notifies[threadIdx.x]]);
+  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+    weft_device_atomic_u32 c(events[i == static_cast<int>(threadIdx.x) ? mine : notifies[i]]);
     c.fetch_add(1u, cuda::memory_order_release);
   }
 }
@@ -123,13 +125,6 @@ extern "C" __device__ bool weft_event_wait(unsigned int* counter, unsigned int t
                                            const weft_env* env, int event) {
   return weft_dev::event_wait(counter, target, timeout_cycles, env, event);
 }
-extern "C" __device__ bool weft_wait_all(const weft_wait* waits, int count, unsigned int* events, unsigned int epoch,
-                                         long long timeout_cycles, const weft_env* env) {
-  return weft_dev::wait_all(waits, count, events, epoch, timeout_cycles, env);
-}
 extern "C" __device__ void weft_event_notify(unsigned int* counter) { weft_dev::event_notify(counter); }
-extern "C" __device__ void weft_notify_all(unsigned int* events, const int* notifies, int count) {
-  weft_dev::notify_all(events, notifies, count);
-}
 
 #endif  // WEFT_DEVICE_SYNC_CUH

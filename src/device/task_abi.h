@@ -77,8 +77,7 @@ struct weft_env {
 
 // WEFT_TRACE: 64-bit values the kernel records per queue entry and step: [0] wait start, [1] run start, [2] end
 // (global-timer ns), [3] the SM, [4] [5] the SM clock (clock64) at run start and end, [6] the task's start (after
-// the barrier that ends the block's previous task, before its descriptor is read: [6]..[0] is the task's set-up
-// and prefetch), [7] its notify issued ([2]..[7]: the release of its events).
+// the barrier that ends the block's previous task: [6]..[0] is the task's set-up and prefetch), [7] its notify issued ([2]..[7]: the release of its events).
 #define WEFT_TRACE_RECORD_WORDS 8
 
 // Tuning switches (weft_env::tuning), for A/B measurements; 0 is the default behaviour.

@@ -72,25 +72,59 @@ __device__ __forceinline__ bool run_op(int op, const weft_task_args* a, const we
 }
 
 // A kernel compiled for a bucket runs a smaller symbol value: a tile past it does nothing (but keeps its
-// events), a tile across it is cut to it (into *clipped). Returns the arguments to run, or nullptr to skip.
-__device__ __forceinline__ const weft_task_args* clip_task(const weft_task* t, const weft_symbol_values& symbols,
-                                                           weft_task_args* clipped) {
-  const weft_task_args* a = &t->args;
+// events), a tile across it is cut to it, in the block's own staged copy of the task. Returns the arguments to
+// run, or nullptr to skip. Called by every thread (the branches are uniform: all read the same shared memory).
+__device__ __forceinline__ const weft_task_args* clip_task(weft_task* t, const weft_symbol_values& symbols) {
+  weft_task_args* a = &t->args;
   if (t->clip < 0) return a;
   const long long lim = symbols.v[t->clip & 0xff] * t->clip_unit;
   const bool cols = (t->clip >> 8) != 0;
   if ((cols ? a->col0 : a->row0) >= lim) return nullptr;
   if ((cols ? a->col1 : a->row1) <= lim) return a;
-  *clipped = *a;
-  if (cols) clipped->col1 = lim;
-  else clipped->row1 = lim;
-  return clipped;
+  __syncthreads();  // every thread has read the bounds before thread 0 changes them
+  if (tid() == 0) {
+    if (cols) a->col1 = lim;
+    else a->row1 = lim;
+  }
+  __syncthreads();
+  return a;
+}
+
+// The descriptor of a task (weft_task) as 32-bit words: thread i < kTaskWords loads and stores word i.
+constexpr int kTaskWords = static_cast<int>(sizeof(weft_task) / sizeof(unsigned int));
+static_assert(sizeof(weft_task) % sizeof(unsigned int) == 0 && kTaskWords <= WEFT_BLOCK_THREADS,
+              "a task descriptor is staged one 32-bit word per thread");
+
+// Slot tables up to this many entries are copied into shared memory at the start of each step.
+constexpr int kSharedSlots = 256;
+
+__device__ __forceinline__ unsigned int task_word(const weft_task* tasks, int task, int w) {
+  return __ldg(reinterpret_cast<const unsigned int*>(tasks + task) + w);
+}
+
+// Thread i's wait i and notify i of a staged task (read-only tables), for the task's wait and notify.
+__device__ __forceinline__ void load_edges(const weft_task& t, const weft_queues& q, weft_wait& wait, int& notify) {
+  if (tid() < t.wait_count) {
+    const int2 w = __ldg(reinterpret_cast<const int2*>(q.waits + t.wait_begin + tid()));
+    wait.event = w.x;
+    wait.count = static_cast<unsigned int>(w.y);
+  }
+  if (tid() < t.notify_count) notify = __ldg(q.notifies + t.notify_begin + tid());
 }
 
 }  // namespace weft_dev
 
+// Per task, everything the loop reads before the wait is already in shared memory or registers: while task k
+// runs, its block loads task k+1's descriptor (one word per thread, queue entry k+2's index), stores it into
+// the other half of a double buffer in shared memory when task k is done, and loads the next task's wait and
+// notify entries right after task k's notify. The op itself reads its arguments there too, and the slot table
+// from a shared copy: after a wait every global line in L1 is invalid (the acquire), and reading the
+// descriptor, the tables and the slots from L2 then cost a few dependent round trips per task (~1-2 us of
+// set-up measured with WEFT_TRACE), on the critical path whenever a task's inputs are ready before its set-up.
 extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
   using namespace weft_dev;
+  __shared__ __align__(16) weft_task staged[2];
+  __shared__ void* shared_slots[kSharedSlots];
   const weft_queues q = *queues;
   char* smem = weft_smem;
   const weft_loop& loop = *q.loop;
@@ -108,16 +142,32 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
   }
   const int begin = q.queue_offsets[blockIdx.x], end = q.queue_offsets[blockIdx.x + 1];
   const int entries = q.queue_offsets[gridDim.x];
-  weft_task_args clipped;
+  const bool early = !(q.tuning & WEFT_TUNE_LATE_PREFETCH);
   for (int step = 0; step < steps; ++step) {
+    void* const* slots = q.slots;
     if (loop.steps > 0) {
       env.task_index = -1;
       if (!grid_barrier(loop, loop.barrier_base + step + 1, q.timeout_cycles, &env)) return;
-      env.slots = loop.step_slots + static_cast<size_t>(step) * q.num_slots;
+      slots = loop.step_slots + static_cast<size_t>(step) * q.num_slots;
     }
+    if (begin == end) continue;
+    if (q.num_slots <= kSharedSlots) {
+      for (int i = tid(); i < q.num_slots; i += WEFT_BLOCK_THREADS) shared_slots[i] = slots[i];
+      slots = shared_slots;
+    }
+    env.slots = slots;
+    // Entry `begin` is staged here; every later one while the one before it runs.
+    int cur = __ldg(q.queue_tasks + begin);
+    int next = begin + 1 < end ? __ldg(q.queue_tasks + begin + 1) : -1;
+    if (tid() < kTaskWords) reinterpret_cast<unsigned int*>(&staged[0])[tid()] = task_word(q.tasks, cur, tid());
+    __syncthreads();
+    weft_wait wait{0, 0u};
+    int notify = 0;
+    load_edges(staged[0], q, wait, notify);
     // Counters only grow: pass `e` of the queues needs count * e (wrapping like the counters do).
     const unsigned int e = q.epoch + static_cast<unsigned int>(step);
     for (int k = begin; k < end; ++k) {
+      const int buf = (k - begin) & 1;
       // Shared memory belongs to one task at a time: a task without waits or notifies has no other barrier.
       if (k != begin) __syncthreads();
       // Trace record of queue entry k of this step (WEFT_TRACE_RECORD_WORDS): the SM clock at run start and
@@ -125,19 +175,22 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
       unsigned long long* rec =
           q.trace ? q.trace + (static_cast<size_t>(step) * entries + k) * WEFT_TRACE_RECORD_WORDS : nullptr;
       if (rec && threadIdx.x == 0) rec[6] = global_ns();
-      const int ti = q.queue_tasks[k];
-      const weft_task* t = &q.tasks[ti];
-      env.task_index = ti;
+      // Entry k+1's descriptor and entry k+2's index, requested now, used when this task is done.
+      unsigned int next_word = 0;
+      if (next >= 0 && tid() < kTaskWords) next_word = task_word(q.tasks, next, tid());
+      const int after = k + 2 < end ? __ldg(q.queue_tasks + k + 2) : -1;
+      weft_task* t = &staged[buf];
+      env.task_index = cur;
       const int op = t->op;
-      const weft_task_args* a = clip_task(t, *q.symbols, &clipped);
+      const weft_task_args* a = clip_task(t, *q.symbols);
       // What the task reads that no event guards (weights, earlier steps' KV rows) is requested first.
-      const bool early = !(q.tuning & WEFT_TUNE_LATE_PREFETCH);
       if (early && a) prefetch_op(op, a, &env, smem);
       if (rec && threadIdx.x == 0) {
         rec[0] = global_ns();
         rec[3] = sm_id();
       }
-      if (t->wait_count > 0 && !wait_all(q.waits + t->wait_begin, t->wait_count, q.events, e, q.timeout_cycles, &env))
+      if (t->wait_count > 0 &&
+          !wait_all(wait, q.waits + t->wait_begin, t->wait_count, q.events, e, q.timeout_cycles, &env))
         return;
       if (rec && threadIdx.x == 0) {
         rec[1] = global_ns();
@@ -155,8 +208,14 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
           rec[5] = clock64();
         }
       }
-      if (t->notify_count > 0) notify_all(q.events, q.notifies + t->notify_begin, t->notify_count);
+      // No one reads the other buffer during this task; notify's barrier (or this one) publishes it.
+      if (next >= 0 && tid() < kTaskWords) reinterpret_cast<unsigned int*>(&staged[buf ^ 1])[tid()] = next_word;
+      if (t->notify_count > 0) notify_all(q.events, notify, q.notifies + t->notify_begin, t->notify_count);
+      else if (next >= 0) __syncthreads();
       if (rec && threadIdx.x == 0) rec[7] = global_ns();
+      if (next >= 0) load_edges(staged[buf ^ 1], q, wait, notify);
+      cur = next;
+      next = after;
     }
   }
 }

@@ -1,5 +1,4 @@
-// The clocks of the per-task timestamp trace of the persistent kernel (WEFT_TRACE), inlined into the task loop;
-// the extern "C" ones are the library's ABI (weft_device.h).
+// The clocks of the per-task timestamp trace of the persistent kernel (WEFT_TRACE), inlined into the task loop.
 #ifndef WEFT_DEVICE_TRACE_CUH
 #define WEFT_DEVICE_TRACE_CUH
 
@@ -21,8 +20,5 @@ __device__ __forceinline__ unsigned int sm_id() {
 }
 
 }  // namespace weft_dev
-
-extern "C" __device__ unsigned long long weft_global_ns() { return weft_dev::global_ns(); }
-extern "C" __device__ unsigned int weft_sm_id() { return weft_dev::sm_id(); }
 
 #endif  // WEFT_DEVICE_TRACE_CUH

@@ -1,5 +1,5 @@
 // The one header a generated megakernel includes: the task ABI, the shared constants, and the declarations
-// of the device library (its task loop, event primitives, error record, trace clocks). The definitions live in
+// of the device library (its task loop, event primitives, error record). The definitions live in
 // the precompiled device library that nvJitLink links in, so this header stays cheap for NVRTC to parse (it
 // includes no CUDA headers).
 #ifndef WEFT_DEVICE_H
@@ -13,15 +13,6 @@ extern "C" {
 __device__ bool weft_event_wait(unsigned int* counter, unsigned int target, long long timeout_cycles,
                                 const weft_env* env, int event);
 __device__ void weft_event_notify(unsigned int* counter);
-// All waits of a task at once (thread i polls waits[i]); all notifies at once.
-__device__ bool weft_wait_all(const weft_wait* waits, int count, unsigned int* events, unsigned int epoch,
-                              long long timeout_cycles, const weft_env* env);
-__device__ void weft_notify_all(unsigned int* events, const int* notifies, int count);
-
-// The trace's clock and SM id (trace.cuh).
-__device__ unsigned long long weft_global_ns();
-__device__ unsigned int weft_sm_id();
-
 // Records the first device error (WEFT_DEV_ERR_*): error_info[0] = env->task_index, [1..3] = info1..3.
 __device__ void weft_dev_record_error(const weft_env* env, unsigned int code, unsigned int info1, unsigned int info2,
                                       unsigned int info3);

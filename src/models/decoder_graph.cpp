@@ -130,7 +130,7 @@ Graph build_decoder_graph(const DecoderShape& s) {
   auto cols = [](int64_t from, int64_t to) { return nlohmann::json{{"axis", -1}, {"start", from}, {"end", to}}; };
 
   // A norm or SwiGLU feeding a linear may run inside the linear's tiles (see DecoderShape::fuse_linear_inputs).
-  const bool wanted = s.fuse_linear_inputs == 1 || (s.fuse_linear_inputs < 0 && s.hidden <= 1024);
+  const bool wanted = s.fuse_linear_inputs != 0;
   const bool fuse = wanted && fused_linear_supported(s.hidden, s.dtype) && fused_linear_supported(s.ffn, s.dtype);
   const TensorId embed = weight("model.embed_tokens.weight", {s.vocab, s.hidden});
   TensorId h = g.add_op("embedding", {embed, ids}, {}, "embed");

@@ -25,10 +25,11 @@ struct DecoderShape {
   double rms_eps = 1e-5;
   DType dtype = DType::bf16;
   // Whether rmsnorm and silu_mul run inside the linear they feed (rmsnorm_linear, silu_mul_linear; only where
-  // fused_linear_supported): 1 wherever supported, 0 never, -1 where it was measured faster. Side by side on an
-  // H200 (docs/perf.md): Qwen3-0.6B (hidden 1024) 2.33-2.46 ms fused vs 2.54-2.62 separate; Llama-3.2-1B
-  // (hidden 2048, where every tile's norm needs block-wide reductions) 1.75-1.87 vs 1.71-1.73. So -1 fuses up
-  // to hidden 1024.
+  // fused_linear_supported): 1 wherever supported, 0 never, -1 the default, which is 1. Measured side by side
+  // (docs/perf.md): once fused everywhere, then only up to hidden 1024 (Llama-3.2-1B on an H200 was slower
+  // fused while every task still read its descriptor through L2 and called each op across the device library's
+  // ABI); since the task loop inlines the ops, fused is faster for both (H100: Llama-3.2-1B 1.56-1.60 ms vs
+  // 1.66 separate, Qwen3-0.6B 1.71-1.74 vs 1.79).
   int fuse_linear_inputs = -1;
   // Whether each layer's slices, q/k head norms, rope and attention are one attention_decode_qkv op (true) or
   // the separate ops (false, to measure the difference).

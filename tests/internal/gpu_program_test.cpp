@@ -95,6 +95,10 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         // contexts) and the general one.
         specs.push_back({"linear", {}, {{1, 2048}, {300, 2048}, {300}, {1, 300}}, {}, {input, weight, weight, input}});
         specs.push_back({"linear", {}, {{8, 1024}, {130, 1024}}});
+        // A vocabulary-long row takes the whole block (argmax_row_block): aligned rows, and odd rows whose
+        // starts are not 16-byte aligned.
+        specs.push_back({"argmax", {{"dtype", "i32"}}, {{2, 40000}}});
+        specs.push_back({"argmax", {}, {{3, 5001}}});
         specs.push_back({"linear", {}, {{5, 256}, {64, 256}}});
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{3, 2048}, {2048}, {300, 2048}, {300}, {3, 300}}, {},
                          {input, weight, weight, weight, input}});

@@ -50,6 +50,29 @@ TEST(HfConfig, LlamaAndQwen3) {
   EXPECT_NE(build_decoder_graph(small).find_tensor("lm_head.weight"), kNoTensor);
 }
 
+// By default both shapes run their norms and SwiGLU inside the linears they feed (measured faster for both,
+// docs/perf.md); fuse_linear_inputs = 0 keeps them separate ops.
+TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
+  for (const char* config : {kLlama, kQwen}) {
+    DecoderShape s = decoder_shape_from_hf_config(config);
+    s.layers = 1;
+    s.max_seq = 64;
+    auto count = [](const Graph& g, const std::string& op) {
+      int n = 0;
+      for (const Node& node : g.nodes()) n += node.op->name == op;
+      return n;
+    };
+    const Graph fused = build_decoder_graph(s);
+    EXPECT_EQ(count(fused, "rmsnorm_linear"), 2) << s.hidden;
+    EXPECT_EQ(count(fused, "silu_mul_linear"), 1) << s.hidden;
+    EXPECT_EQ(count(fused, "silu_mul"), 0) << s.hidden;
+    s.fuse_linear_inputs = 0;
+    const Graph separate = build_decoder_graph(s);
+    EXPECT_EQ(count(separate, "rmsnorm_linear"), 0) << s.hidden;
+    EXPECT_EQ(count(separate, "silu_mul"), 1) << s.hidden;
+  }
+}
+
 // transformers 5 keeps theta and scaling under rope_parameters only.
 TEST(HfConfig, RopeParametersOfTransformers5) {
   const char* llama = R"({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
