@@ -3,7 +3,10 @@
 
 Per op kind (tensor names with the layer number folded, e.g. model.layers.*.mlp.down_proj), over all blocks:
 tasks, busy time (sum of task spans), wait time, the mean set-up (descriptor + prefetch before the wait) and
-notify time per task, and the op's span (first start to last end of one instance, averaged over instances).
+notify time per task, the op's span (first start to last end of one instance, averaged over instances) and its
+share of the critical path: instances of a step in the order they finish (last notify), each charged the time
+from the previous one's finish to its own ("crit us/inst"; they add up to the step), of which "lag" is the part
+before its first task started to run (event propagation and set-up left on the path).
 Then the launch's span, how busy the blocks were, and the gaps between ops.
 
     python3 bench/trace_summary.py trace.json [--step N]
@@ -13,6 +16,10 @@ import collections
 import json
 import re
 import statistics
+
+
+def mean0(xs):
+    return statistics.mean(xs) if xs else 0.0
 
 
 def main():
@@ -52,6 +59,23 @@ def main():
         iv[0] = min(iv[0], e["ts"])
         iv[1] = max(iv[1], e["ts"] + e["dur"])
     task_kind = {(e["args"]["step"], e["args"]["task"]): kind(e["name"]) for e in tasks}
+    task_inst = {(e["args"]["step"], e["args"]["task"]): (e["args"]["step"], e["name"]) for e in tasks}
+    done = {key: iv[1] for key, iv in inst.items()}  # an instance is done when its last task has notified
+    for e in events:
+        if e["cat"] == "notify":
+            key = task_inst.get((e["args"]["step"], e["args"]["task"]))
+            if key is not None:
+                done[key] = max(done[key], e["ts"] + e["dur"])
+    crit = collections.defaultdict(list)
+    lag = collections.defaultdict(list)
+    by_step = collections.defaultdict(list)
+    for key in inst:
+        by_step[key[0]].append(key)
+    for keys in by_step.values():
+        keys.sort(key=lambda k: done[k])
+        for prev, cur in zip(keys, keys[1:]):
+            crit[kind(cur[1])].append(done[cur] - done[prev])
+            lag[kind(cur[1])].append(max(0.0, inst[cur][0] - done[prev]))
     by_kind = {c: collections.defaultdict(float) for c in around}  # category -> op kind -> total us
     for e in events:
         if e["cat"] in around:
@@ -64,11 +88,11 @@ def main():
     print(f"launch span {span:.1f} us over {blocks} blocks; busy {sum(busy.values()) / (blocks * span) * 100:.1f}% "
           f"of block time, waiting {sum(wait_by_kind.values()) / (blocks * span) * 100:.1f}%")
     print(f"{'op kind':56} {'op':18} {'tasks':>6} {'busy us':>9} {'wait us':>9} {'setup/task':>10} "
-          f"{'notify/task':>11} {'span us/inst':>12} {'n':>4} {'MHz':>6}")
+          f"{'notify/task':>11} {'span us/inst':>12} {'crit us/inst':>12} {'lag':>6} {'n':>4} {'MHz':>6}")
     for k in order:
         print(f"{k[:56]:56} {op_of[k]:18} {count[k]:6d} {busy[k]:9.1f} {wait_by_kind[k]:9.1f} "
               f"{by_kind['setup'][k] / count[k]:10.2f} {by_kind['notify'][k] / count[k]:11.2f} "
-              f"{statistics.mean(spans[k]):12.2f} {len(spans[k]):4d} {statistics.median(mhz[k]) if mhz[k] else 0:6.0f}")
+              f"{statistics.mean(spans[k]):12.2f} {mean0(crit[k]):12.2f} {mean0(lag[k]):6.2f} {len(spans[k]):4d} {statistics.median(mhz[k]) if mhz[k] else 0:6.0f}")
     # Sum over op instances of their spans vs the launch: > 1 means ops overlap, < 1 means gaps between them.
     total_inst = sum(b - a for a, b in inst.values())
     print(f"sum of op-instance spans {total_inst:.1f} us = {total_inst / span:.2f} x the launch span")

@@ -101,25 +101,26 @@ __device__ __forceinline__ void store_vec(T* p, const float (&v)[Vec<T>::N]) {
 }
 
 // Calls fn(j, value_as_float) for every j in [0, n) that thread t of nt owns: 16-byte loads when p is
-// aligned, then the tail element by element. (Same j -> thread mapping for a given p, n, t, nt.)
-template <typename T, typename Fn>
-__device__ __forceinline__ void visit_row(const T* p, i64 n, int t, int nt, Fn fn) {
+// aligned, kInFlight of them issued before the first is used (a long row is latency-bound otherwise), then the
+// tail element by element. (Same j -> thread mapping for a given p, n, t, nt.) I: the index type (int where n
+// fits: 64-bit index math is several instructions per element on a row of 100k+ elements).
+template <typename T, int kInFlight = 8, typename I = i64, typename Fn>
+__device__ __forceinline__ void visit_row(const T* p, I n, int t, int nt, Fn fn) {
   constexpr int N = Vec<T>::N;
-  constexpr int kInFlight = 8;  // loads issued before the first is used: a long row is latency-bound otherwise
-  i64 done = 0;
+  I done = 0;
   if (aligned16(p)) {
-    const i64 nv = n / N;
-    i64 v = t;
-    for (; v + (kInFlight - 1) * static_cast<i64>(nt) < nv; v += kInFlight * static_cast<i64>(nt)) {
+    const I nv = n / N;
+    I v = t;
+    for (; v + (kInFlight - 1) * static_cast<I>(nt) < nv; v += kInFlight * static_cast<I>(nt)) {
       uint4 raw[kInFlight];
 #pragma unroll
-      for (int u = 0; u < kInFlight; ++u) raw[u] = *reinterpret_cast<const uint4*>(p + (v + u * static_cast<i64>(nt)) * N);
+      for (int u = 0; u < kInFlight; ++u) raw[u] = *reinterpret_cast<const uint4*>(p + (v + u * static_cast<I>(nt)) * N);
 #pragma unroll
       for (int u = 0; u < kInFlight; ++u) {
         float x[N];
         unpack_vec<T>(raw[u], x);
 #pragma unroll
-        for (int k = 0; k < N; ++k) fn((v + u * static_cast<i64>(nt)) * N + k, x[k]);
+        for (int k = 0; k < N; ++k) fn((v + u * static_cast<I>(nt)) * N + k, x[k]);
       }
     }
     for (; v < nv; v += nt) {
@@ -130,7 +131,7 @@ __device__ __forceinline__ void visit_row(const T* p, i64 n, int t, int nt, Fn f
     }
     done = nv * N;
   }
-  for (i64 j = done + t; j < n; j += nt) fn(j, to_f(p[j]));
+  for (I j = done + t; j < n; j += nt) fn(j, to_f(p[j]));
 }
 
 // o[j] = fn(x[j]) for j in [0, n) with threads t, t+nt, ...; 16-byte accesses when both pointers are aligned.

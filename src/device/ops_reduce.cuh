@@ -116,37 +116,12 @@ __device__ __forceinline__ ArgKey warp_argkey(ArgKey b) {
 
 template <typename T>
 __device__ __forceinline__ int argmax_row_block(const T* x, int n, ArgKey* scratch) {
-  constexpr int N = Vec<T>::N, kInFlight = 16;
   ArgKey b{static_cast<int>(0x80000000u), 0x7fffffff};
   auto take = [&](int j, float v) {
     const int k = arg_key(v);
     if (k > b.key) b = ArgKey{k, j};
   };
-  int done = 0;
-  if (aligned16(x)) {
-    const int nv = n / N;
-    int v = tid();
-    for (; v + (kInFlight - 1) * WEFT_BLOCK_THREADS < nv; v += kInFlight * WEFT_BLOCK_THREADS) {
-      uint4 raw[kInFlight];
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) raw[u] = *reinterpret_cast<const uint4*>(x + (v + u * WEFT_BLOCK_THREADS) * N);
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        float f[N];
-        unpack_vec<T>(raw[u], f);
-#pragma unroll
-        for (int k = 0; k < N; ++k) take((v + u * WEFT_BLOCK_THREADS) * N + k, f[k]);
-      }
-    }
-    for (; v < nv; v += WEFT_BLOCK_THREADS) {
-      float f[N];
-      load_vec(x + v * N, f);
-#pragma unroll
-      for (int k = 0; k < N; ++k) take(v * N + k, f[k]);
-    }
-    done = nv * N;
-  }
-  for (int j = done + tid(); j < n; j += WEFT_BLOCK_THREADS) take(j, to_f(x[j]));
+  visit_row<T, 16, int>(x, n, tid(), WEFT_BLOCK_THREADS, take);
   b = warp_argkey(b);
   __syncthreads();
   if (lane() == 0) scratch[warp()] = b;

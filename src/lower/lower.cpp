@@ -129,6 +129,26 @@ void compute_full_waits(TaskGraph& tg) {
   }
 }
 
+// Per node, the SMs its grid leaves free: the tasks of the long-set-up ops (OpLowering::long_setup) that read
+// its output, at most an eighth of the SMs (a batch's attention has many tasks; its producer still needs the
+// rest). Only producers: the o projection leaving the attention SMs free too measured no faster (H100,
+// docs/perf.md), its tiles being larger.
+std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const LowerOptions& options) {
+  const auto& nodes = g.nodes();
+  std::map<TensorId, int32_t> producer;
+  for (size_t n = 0; n < nodes.size(); ++n) producer[nodes[n].output] = static_cast<int32_t>(n);
+  std::vector<int64_t> reserved(nodes.size(), 0);
+  for (const Node& node : nodes) {
+    const OpLowering* rule = find_lowering(node.op->name);
+    if (!rule || !rule->long_setup) continue;
+    const int64_t tasks = rule->grid(LowerCtx(g, node, shapes, options)).count();
+    for (TensorId in : node.inputs)
+      if (auto it = producer.find(in); in != kNoTensor && it != producer.end()) reserved[static_cast<size_t>(it->second)] += tasks;
+  }
+  for (int64_t& r : reserved) r = std::min<int64_t>(r, options.num_sms / 8);
+  return reserved;
+}
+
 }  // namespace
 
 TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions& options) {
@@ -138,13 +158,14 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
 
   // Grids and the full event numbering.
   const auto& nodes = g.nodes();
+  const std::vector<int64_t> reserved = reserved_sms(g, tg.shapes, options);
   // Events are made for every tile and row block; finalize_events keeps those somebody waits on.
   auto& ev = tg;
   std::vector<EventDesc>& all_events = tg.events;
   for (size_t n = 0; n < nodes.size(); ++n) {
     const OpLowering* rule = find_lowering(nodes[n].op->name);
     if (!rule) fail(Status::unsupported, "op '" + std::string(nodes[n].op->name) + "' has no lowering rule");
-    LowerCtx c(g, nodes[n], tg.shapes, options);
+    LowerCtx c(g, nodes[n], tg.shapes, options, reserved[n]);
     TileGrid grid = rule->grid(c);
     tg.grids.push_back(grid);
     ev.node_event.push_back(static_cast<int32_t>(all_events.size()));
@@ -172,7 +193,7 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Node& node = nodes[n];
     const OpLowering* rule = find_lowering(node.op->name);
-    LowerCtx c(g, node, tg.shapes, options);
+    LowerCtx c(g, node, tg.shapes, options, reserved[n]);
     const TileGrid& grid = tg.grids[n];
     const auto [clip, clip_unit] = node_clip(node, c, maskable, g);
     tg.first_task.push_back(static_cast<int32_t>(tg.tasks.size()));

@@ -12,11 +12,15 @@ namespace weft {
 // Everything a rule may look at for one node, with concrete shapes.
 class LowerCtx {
  public:
-  LowerCtx(const Graph& g, const Node& node, const std::vector<std::vector<int64_t>>& shapes, const LowerOptions& o)
-      : g_(g), node_(node), shapes_(shapes), options_(o) {}
+  // reserved_sms: SMs the node's grid leaves free for the set-up of its consumers' tasks (see long_setup).
+  LowerCtx(const Graph& g, const Node& node, const std::vector<std::vector<int64_t>>& shapes, const LowerOptions& o,
+           int64_t reserved_sms = 0)
+      : g_(g), node_(node), shapes_(shapes), options_(o), reserved_sms_(reserved_sms) {}
 
   const Node& node() const { return node_; }
   const LowerOptions& options() const { return options_; }
+  // The SMs a grid that wants one tile per SM spreads over: all but those reserved for consumers' set-up.
+  int64_t spread_sms() const { return options_.num_sms - reserved_sms_; }
   size_t num_inputs() const { return node_.inputs.size(); }
   bool has(size_t k) const { return k < node_.inputs.size() && node_.inputs[k] != kNoTensor; }
   const std::vector<int64_t>& in_shape(size_t k) const { return shapes_[static_cast<size_t>(node_.inputs[k])]; }
@@ -35,6 +39,7 @@ class LowerCtx {
   const Node& node_;
   const std::vector<std::vector<int64_t>>& shapes_;
   const LowerOptions& options_;
+  int64_t reserved_sms_;
 };
 
 struct OpLowering {
@@ -45,6 +50,10 @@ struct OpLowering {
   std::vector<Region> (*reads)(const LowerCtx&, size_t k, const Region& tile);
   // Fills the op-specific part of the arguments (d, f, i); slots, dtype and tile are filled by the driver.
   void (*args)(const LowerCtx&, weft_task_args&);
+  // Its few tasks do much before their wait (attention copies its K/V rows into shared memory and builds the
+  // rope table): the producers of its inputs leave that many SMs out of their grids, so that this set-up runs
+  // while they do instead of after them on the same SMs, on the critical path.
+  bool long_setup = false;
 };
 
 // The rule for an op, or nullptr.

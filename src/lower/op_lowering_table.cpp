@@ -106,7 +106,7 @@ void head_rmsnorm_args(const LowerCtx& c, weft_task_args& a) {
 // weights in one go (each extra tile per block costs a pipeline fill). Larger x: tiles for the GEMM path.
 TileGrid linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
-  if (v.rows <= kDecodeRows) return TileGrid{v.rows, v.cols, v.rows, std::max<int64_t>(8, ceil_div(v.cols, c.options().num_sms))};
+  if (v.rows <= kDecodeRows) return TileGrid{v.rows, v.cols, v.rows, std::max<int64_t>(8, ceil_div(v.cols, c.spread_sms()))};
   return column_grid(c, 8, 8, 64);
 }
 std::vector<Region> linear_reads(const LowerCtx& c, size_t k, const Region& t) {
@@ -127,7 +127,7 @@ TileGrid fused_linear_grid(const LowerCtx& c) {
   const size_t w = static_cast<size_t>(fused_weight_operand(c));
   const int64_t row_bytes = c.in_shape(w)[1] * static_cast<int64_t>(dtype_size(c.in_dtype(w)));
   const int64_t rows = std::clamp<int64_t>(kFusedLinearMaxRowBytes / row_bytes, 1, kDecodeRows);
-  return TileGrid{v.rows, v.cols, std::min(v.rows, rows), std::max<int64_t>(8, ceil_div(v.cols, c.options().num_sms))};
+  return TileGrid{v.rows, v.cols, std::min(v.rows, rows), std::max<int64_t>(8, ceil_div(v.cols, c.spread_sms()))};
 }
 std::vector<Region> fused_linear_reads(const LowerCtx& c, size_t k, const Region& t) {
   if (k == 0) return same_rows(c, k, t);
@@ -361,8 +361,8 @@ const OpLowering kTable[] = {
     {"gelu", WEFT_DEV_OP_GELU, elementwise_grid, same_tile, gelu_args},
     {"silu_mul", WEFT_DEV_OP_SILU_MUL, elementwise_grid, silu_mul_reads, silu_mul_args},
     {"rope", WEFT_DEV_OP_ROPE, rope_grid, rope_reads, rope_args},
-    {"attention_decode", WEFT_DEV_OP_ATTENTION_DECODE, attention_grid, attention_reads, attention_args},
-    {"attention_decode_qkv", WEFT_DEV_OP_ATTENTION_DECODE_QKV, attention_grid, attention_qkv_reads, attention_qkv_args},
+    {"attention_decode", WEFT_DEV_OP_ATTENTION_DECODE, attention_grid, attention_reads, attention_args, true},
+    {"attention_decode_qkv", WEFT_DEV_OP_ATTENTION_DECODE_QKV, attention_grid, attention_qkv_reads, attention_qkv_args, true},
     {"softmax", WEFT_DEV_OP_SOFTMAX, rowwise_grid, same_rows, no_args},
     {"argmax", WEFT_DEV_OP_ARGMAX, argmax_grid, argmax_reads, argmax_args},
     {"reduce", WEFT_DEV_OP_REDUCE, single_task_grid, whole_input, reduce_args},

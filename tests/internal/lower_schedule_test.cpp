@@ -65,6 +65,45 @@ TEST(Lowering, FineGrainedWaits) {
   }
 }
 
+// The attention tasks copy their K/V rows before their wait: the qkv projection's tiles leave them SMs of their
+// own, and the schedule puts every attention task on a queue without a qkv tile of the same layer (else the
+// copy starts only when that tile is done, on the critical path of the layer).
+TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
+  for (DecoderShape shape : {qwen3_0_6b_shape(), llama_3_2_1b_shape()}) {
+    shape.layers = 2;
+    shape.vocab = 1000;
+    const Graph g = build_decoder_graph(shape);
+    Lowered l = lower_all(g, 132, 1);
+    const Schedule s = schedule_static(l.tg, 132);
+    std::vector<int32_t> queue_of(l.tg.tasks.size(), -1);
+    for (size_t q = 0; q < s.queues.size(); ++q)
+      for (int32_t t : s.queues[q]) queue_of[static_cast<size_t>(t)] = static_cast<int32_t>(q);
+    int checked = 0;
+    for (size_t n = 0; n < g.nodes().size(); ++n) {
+      const Node& attn = g.nodes()[n];
+      if (attn.op->name != std::string_view("attention_decode_qkv")) continue;
+      const TensorId qkv = attn.inputs[0];
+      int32_t producer = -1;
+      for (size_t p = 0; p < g.nodes().size(); ++p)
+        if (g.nodes()[p].output == qkv) producer = static_cast<int32_t>(p);
+      ASSERT_GE(producer, 0);
+      const int64_t attn_tasks = l.tg.grids[n].count();
+      EXPECT_EQ(attn_tasks, shape.kv_heads);
+      EXPECT_LE(l.tg.grids[static_cast<size_t>(producer)].count(), 132 - attn_tasks) << shape.name;
+      std::set<int32_t> qkv_queues;
+      for (size_t t = 0; t < l.tg.tasks.size(); ++t)
+        if (l.tg.tasks[t].node == producer) qkv_queues.insert(queue_of[t]);
+      for (size_t t = 0; t < l.tg.tasks.size(); ++t)
+        if (l.tg.tasks[t].node == static_cast<int32_t>(n)) {
+          EXPECT_EQ(qkv_queues.count(queue_of[t]), 0u)
+              << shape.name << ": attention task " << t << " shares queue " << queue_of[t] << " with a qkv tile";
+          ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 2 * shape.kv_heads) << shape.name;
+  }
+}
+
 TEST(Lowering, ArenaReusesMemory) {
   const Graph g = decoder_layer(4);
   Lowered l = lower_all(g, 132, 8);
