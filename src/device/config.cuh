@@ -24,6 +24,24 @@
 // the 163 KiB an sm_80 block may opt into.
 #define WEFT_SMEM_BYTES (160 * 1024)
 
+// The streamed GEMV's shared memory (gemv_stream.cuh, gemv_mma.cuh): a ring of weight stages, then the tile's
+// x rows, and the last bytes block-reduction scratch of a fused x stage. Lowering sizes tiles with the same numbers.
+#define WEFT_GEMV_RING_BYTES (64 * 1024)
+#define WEFT_GEMV_SCRATCH_BYTES 64
+
+// Tensor-core tiles (gemv_mma.cuh): bf16/f16 weights with K a multiple of WEFT_MMA_K_MULTIPLE and
+// WEFT_MMA_MIN_ROWS..WEFT_MMA_MAX_ROWS x rows per tile. Each x row takes K + 8 elements of shared memory (the
+// pad puts the 8 rows an ldmatrix reads in distinct banks) and 512 bytes of partial sums; WEFT_MMA_ROWS_FIT is
+// how many rows fit beside the ring.
+#define WEFT_MMA_MIN_ROWS 2
+#define WEFT_MMA_MAX_ROWS 32
+#define WEFT_MMA_K_MULTIPLE 128
+#define WEFT_MMA_X_PAD 8
+#define WEFT_MMA_PARTIAL_BYTES_PER_ROW 512
+#define WEFT_MMA_ROW_BYTES(k, esize) (((k) + WEFT_MMA_X_PAD) * (esize) + WEFT_MMA_PARTIAL_BYTES_PER_ROW)
+#define WEFT_MMA_ROWS_FIT(k, esize) \
+  ((WEFT_SMEM_BYTES - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES) / WEFT_MMA_ROW_BYTES(k, esize))
+
 // d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
 // has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole
 // rows", so C = col1. Lowering only needs to fill it for tiles that cut rows.

@@ -16,9 +16,10 @@ namespace weft_dev {
 constexpr int kGemvStages = 4;
 constexpr int kGemvMaxUnits = 4;  // 16-byte units per lane and stage
 constexpr int kGemvMaxStageBytes = WEFT_WARP_THREADS * 16 * kGemvMaxUnits;
-constexpr int kGemvRingBytes = WEFT_BLOCK_WARPS * kGemvStages * kGemvMaxStageBytes;  // 64 KiB
+constexpr int kGemvRingBytes = WEFT_GEMV_RING_BYTES;
 constexpr int kGemvStreamRows = 8;  // x rows a streamed tile may have (one accumulator each)
-constexpr int kGemvScratchBytes = 64;  // the last bytes of smem: block-reduction scratch of a fused x stage
+constexpr int kGemvScratchBytes = WEFT_GEMV_SCRATCH_BYTES;
+static_assert(kGemvRingBytes == WEFT_BLOCK_WARPS * kGemvStages * kGemvMaxStageBytes, "the ring holds every warp's stages");
 static_assert(kGemvRingBytes < WEFT_SMEM_BYTES, "the GEMV ring must leave room for x");
 
 // What one warp streams: weight rows [n0, n1) of the tile, each `spr` stages of `units` 16-byte units per lane.
@@ -108,17 +109,16 @@ __device__ __forceinline__ void gemv_prologue_units(const weft_task_args* a, con
   }
 }
 
-// Before the task's wait: the first kGemvStages - 1 stages. w_in: the weight's operand index.
+// Before the task's wait: the first kGemvStages - 1 stages of the CUDA-core stream.
 template <typename T>
-__device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, const weft_env* env, char* smem, int w_in) {
-  const T* w = in_ptr<T>(a, env, w_in);
+__device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, const T* w, char* smem) {
   const GemvStream st = gemv_stream_plan<T>(a, w);
   if (st.units == 4) gemv_prologue_units<T, 4>(a, w, st, smem);
   else if (st.units == 2) gemv_prologue_units<T, 2>(a, w, st, smem);
   else if (st.units == 1) gemv_prologue_units<T, 1>(a, w, st, smem);
 }
 
-// After the wait, with x rows staged in shared memory at xs: consumes the stream. out(row, n, acc) stores one
+// After the wait, with x rows staged in shared memory at xs (row stride K): consumes the stream. out(row, n, acc) stores one
 // result. R >= the tile's x rows.
 template <typename T, int R, int U, typename Out>
 __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const T* w, const GemvStream& st,

@@ -26,15 +26,15 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
   const float eps = a->f[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
   float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
-  const bool ok = linear_streamed<T>(a, env, smem, 2, [&](T* xs, i64 rows) {
+  const bool ok = linear_streamed<T>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx) {
     // As the rmsnorm op does it: a warp per row up to kNormWarpMaxCols, else the whole block per row.
     if (k <= kNormWarpMaxCols) {
       for (i64 r = warp(); r < rows; r += WEFT_BLOCK_WARPS)
-        norm_row<T, false, false>(x + (a->row0 + r) * k, nw, nullptr, xs + r * k, k, eps, 0, k, lane(),
+        norm_row<T, false, false>(x + (a->row0 + r) * k, nw, nullptr, xs + r * ldx, k, eps, 0, k, lane(),
                                   WEFT_WARP_THREADS, scratch);
     } else {
       for (i64 r = 0; r < rows; ++r)
-        norm_row<T, true, false>(x + (a->row0 + r) * k, nw, nullptr, xs + r * k, k, eps, 0, k, tid(),
+        norm_row<T, true, false>(x + (a->row0 + r) * k, nw, nullptr, xs + r * ldx, k, eps, 0, k, tid(),
                                  WEFT_BLOCK_THREADS, scratch);
     }
   });
@@ -47,7 +47,7 @@ __device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* en
   const T* g = in_ptr<T>(a, env, 0);
   const i64 k = a->d[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const bool ok = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows) {
+  const bool ok = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx) {
     // Rows of k are whole 16-byte vectors here (the streamed path needs 512-byte weight rows).
     const i64 per_row = k / N;
     for (i64 e = tid(); e < rows * per_row; e += WEFT_BLOCK_THREADS) {
@@ -58,7 +58,7 @@ __device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* en
       load_vec(gr + k + v * N, uv);
 #pragma unroll
       for (int j = 0; j < N; ++j) ov[j] = __fmul_rn(silu_f(gv[j]), uv[j]);
-      store_vec(xs + r * k + v * N, ov);
+      store_vec(xs + r * ldx + v * N, ov);
     }
   });
   if (!ok) fused_linear_unsupported(a, env, WEFT_DEV_OP_SILU_MUL_LINEAR);

@@ -1,5 +1,5 @@
 // What a task reads that no event guards, requested before the task waits for its inputs: a linear tile's
-// weights start streaming into shared memory (gemv_stream.cuh); a norm's weight vector and the KV-cache rows
+// weights start streaming into shared memory (gemv_stream.cuh, gemv_mma.cuh); a norm's weight vector and the KV-cache rows
 // that attention will read (written by earlier steps) are prefetched into L2. The loads then hit L2, and the
 // address translation is warm: a decode step streams gigabytes of weights, which evicts the TLB entries of
 // everything else, and a page walk costs microseconds on the critical path of the small ops.
@@ -9,7 +9,7 @@
 #include "common.cuh"
 #include "attention_smem.cuh"
 #include "ops_attention_qkv.cuh"
-#include "gemv_stream.cuh"
+#include "gemv_mma.cuh"
 
 namespace weft_dev {
 
@@ -71,10 +71,10 @@ __device__ __forceinline__ void prefetch_op(int op, const weft_task_args* a, con
   switch (op) {
     case WEFT_DEV_OP_LINEAR:
     case WEFT_DEV_OP_SILU_MUL_LINEAR:
-      WEFT_DISPATCH_FLOAT(a->dtype, gemv_stream_prologue, a, env, smem, 1);
+      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 1);
       break;
     case WEFT_DEV_OP_RMSNORM_LINEAR:
-      WEFT_DISPATCH_FLOAT(a->dtype, gemv_stream_prologue, a, env, smem, 2);
+      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 2);
       break;
     case WEFT_DEV_OP_ATTENTION_DECODE:
       WEFT_DISPATCH_FLOAT(a->dtype, attention_plain_prologue, a, env, smem);

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/error.hpp"
 #include "device/config.cuh"
@@ -102,11 +103,32 @@ void head_rmsnorm_args(const LowerCtx& c, weft_task_args& a) {
   a.d[1] = c.attr_int("head_dim");
 }
 
-// Decode-sized x (a few rows): one tile of whole weight rows per SM, so every block streams its share of the
-// weights in one go (each extra tile per block costs a pipeline fill). Larger x: tiles for the GEMM path.
+// Row blocks a tensor-core streamed tile allows (gemv_mma.cuh): bf16/f16 weights with K a multiple of the
+// stage, rows in blocks of at most WEFT_MMA_MAX_ROWS that fit beside the ring. 0 when it does not apply.
+int64_t mma_row_block(int64_t rows, int64_t k, int64_t esize, int64_t max_blocks) {
+  if (esize != 2 || k <= 0 || k % WEFT_MMA_K_MULTIPLE != 0 || rows < WEFT_MMA_MIN_ROWS) return 0;
+  const int64_t most = std::min<int64_t>(WEFT_MMA_MAX_ROWS, WEFT_MMA_ROWS_FIT(k, esize));
+  if (most < WEFT_MMA_MIN_ROWS) return 0;
+  const int64_t blocks = ceil_div(rows, most);
+  if (blocks > max_blocks) return 0;
+  const int64_t block = ceil_div(rows, blocks);  // even blocks: none left with a single row
+  return block >= WEFT_MMA_MIN_ROWS ? block : 0;
+}
+
+// The decode grid: tiles of `row_block` x rows and whole weight rows, one column tile per SM, so every block
+// streams its share of the weights in one go (each extra tile per block costs a pipeline fill).
+TileGrid decode_linear_grid(const LowerCtx& c, int64_t row_block) {
+  const View2D v = c.out_view();
+  return TileGrid{v.rows, v.cols, row_block, std::max<int64_t>(8, ceil_div(v.cols, c.spread_sms()))};
+}
+
+// Decode-sized x (a few rows, or up to 4 row blocks of a tensor-core tile): the decode grid. Larger x: tiles
+// for the GEMM path.
 TileGrid linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
-  if (v.rows <= kDecodeRows) return TileGrid{v.rows, v.cols, v.rows, std::max<int64_t>(8, ceil_div(v.cols, c.spread_sms()))};
+  if (v.rows <= kDecodeRows) return decode_linear_grid(c, v.rows);
+  const int64_t mma = mma_row_block(v.rows, c.in_shape(1)[1], static_cast<int64_t>(dtype_size(c.in_dtype(1))), 4);
+  if (mma > 0) return decode_linear_grid(c, mma);
   return column_grid(c, 8, 8, 64);
 }
 std::vector<Region> linear_reads(const LowerCtx& c, size_t k, const Region& t) {
@@ -120,14 +142,17 @@ void linear_args(const LowerCtx& c, weft_task_args& a) {
 }
 
 // rmsnorm_linear / silu_mul_linear: the linear's decode grid, with as many x rows per tile as fit beside the
-// streamed GEMV's ring (every tile must take the streamed path; larger batches get more row blocks).
+// streamed GEMV's ring (every tile must take a streamed path; larger batches get more row blocks): tensor-core
+// tiles where they apply, else up to kDecodeRows rows of the CUDA-core stream.
 int64_t fused_weight_operand(const LowerCtx& c) { return c.node().op->name == std::string_view("rmsnorm_linear") ? 2 : 1; }
 TileGrid fused_linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
   const size_t w = static_cast<size_t>(fused_weight_operand(c));
-  const int64_t row_bytes = c.in_shape(w)[1] * static_cast<int64_t>(dtype_size(c.in_dtype(w)));
-  const int64_t rows = std::clamp<int64_t>(kFusedLinearMaxRowBytes / row_bytes, 1, kDecodeRows);
-  return TileGrid{v.rows, v.cols, std::min(v.rows, rows), std::max<int64_t>(8, ceil_div(v.cols, c.spread_sms()))};
+  const int64_t k = c.in_shape(w)[1], esize = static_cast<int64_t>(dtype_size(c.in_dtype(w)));
+  const int64_t mma = mma_row_block(v.rows, k, esize, std::numeric_limits<int64_t>::max());
+  if (mma > 0) return decode_linear_grid(c, mma);
+  const int64_t rows = std::clamp<int64_t>(kFusedLinearMaxRowBytes / (k * esize), 1, kDecodeRows);
+  return decode_linear_grid(c, std::min(v.rows, rows));
 }
 std::vector<Region> fused_linear_reads(const LowerCtx& c, size_t k, const Region& t) {
   if (k == 0) return same_rows(c, k, t);

@@ -102,8 +102,19 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"linear", {}, {{5, 256}, {64, 256}}});
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{3, 2048}, {2048}, {300, 2048}, {300}, {3, 300}}, {},
                          {input, weight, weight, weight, input}});
-        specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{12, 512}, {512}, {40, 512}}});  // 12 rows: 2 row blocks
+        specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{12, 512}, {512}, {40, 512}}});  // f32: 2 row blocks
         specs.push_back({"silu_mul_linear", {}, {{3, 2 * 8192}, {64, 8192}, {64}, {3, 64}}, {}, {input, weight, weight, input}});
+        // Tensor-core tiles of 16-bit weights (gemv_mma.cuh; the f32 runs of these take the other paths): two
+        // m16 blocks (24 rows), two row blocks of 20, tiles of fewer stages than warps (1, 2, 6), a
+        // column count that leaves a partial group of 8, and fused 8-row tiles of K 8192 (two row blocks of 4).
+        specs.push_back({"linear", {}, {{24, 1024}, {203, 1024}, {203}, {24, 203}}, {}, {input, weight, weight, input}});
+        specs.push_back({"linear", {}, {{40, 2048}, {96, 2048}}});
+        specs.push_back({"linear", {}, {{2, 128}, {8, 128}}});
+        specs.push_back({"linear", {}, {{3, 256}, {8, 256}, {8}, {3, 8}}, {}, {input, weight, weight, input}});
+        specs.push_back({"linear", {}, {{5, 384}, {16, 384}}});
+        specs.push_back({"linear", {}, {{7, 384}, {1001, 384}, {1001}}, {}, {input, weight, weight}});
+        specs.push_back({"silu_mul_linear", {}, {{8, 2 * 8192}, {48, 8192}}});
+        specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{32, 2048}, {2048}, {520, 2048}}});
         specs.push_back({"attention_decode", {{"num_q_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}},
                          {{3, 512}, {3, 128}, {3, 128}, {3, 2048, 2, 64}, {3, 2048, 2, 64}, {3}},
                          {f, f, f, f, f, i32}, {input, input, input, state, state, input}});
@@ -138,6 +149,28 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         } catch (const Error& e) {
           ADD_FAILURE() << spec.op << " " << dtype_name(dt) << " n=" << n << ": " << e.what();
         }
+      }
+    }
+  }
+}
+
+// f16 takes the tensor-core tiles through its own mma instruction: the streamed linears at batch sizes on
+// either side of it (1 row: CUDA cores) against the reference.
+TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
+  WEFT_REQUIRE_GPU();
+  const auto input = TensorKind::input, weight = TensorKind::weight;
+  for (int64_t rows : {1, 2, 8, 24}) {
+    const std::vector<OneOp> specs = {
+        {"linear", {}, {{rows, 1024}, {200, 1024}, {200}, {rows, 200}}, {}, {input, weight, weight, input}},
+        {"rmsnorm_linear", {{"eps", 1e-5}}, {{rows, 512}, {512}, {72, 512}}},
+        {"silu_mul_linear", {}, {{rows, 2 * 1024}, {40, 1024}}},
+    };
+    for (const OneOp& spec : specs) {
+      try {
+        const auto problems = compare_with_reference(one_op_graph(spec, DType::f16), {}, GpuCompareOptions{});
+        EXPECT_TRUE(problems.empty()) << spec.op << " f16 rows=" << rows << joined(problems);
+      } catch (const Error& e) {
+        ADD_FAILURE() << spec.op << " f16 rows=" << rows << ": " << e.what();
       }
     }
   }

@@ -1,0 +1,232 @@
+// The streamed GEMV of batched decode tiles (2..32 x rows, bf16/f16) on tensor cores. The CUDA-core stream
+// (gemv_stream.cuh) reads every x row from shared memory once per weight element and row: at 8 rows that, not
+// HBM, bounds it. Here each warp streams stages of 8 weight rows x 128 k (2 KiB, the ring of gemv_stream.cuh)
+// and multiplies them with mma.sync m16n8k16 (A = x rows, B = the 8 weight rows, f32 accumulators), so a
+// stage costs a few ldmatrix and mma instructions whatever the number of rows, and every weight is streamed
+// once per tile.
+//
+// Work split: the tile's G = ceil(C / 8) groups of weight rows times K / 128 stages per group form one flat
+// sequence (group-major), cut evenly into 8 per-warp ranges, so a tile of 2 groups keeps all 8 warps
+// streaming. A group whose stages lie in one warp's range is stored from that warp's accumulators; a group cut
+// by a range boundary leaves each warp's part in shared memory, and after a barrier the block sums the parts
+// in warp order (deterministic) and stores them.
+#ifndef WEFT_DEVICE_GEMV_MMA_CUH
+#define WEFT_DEVICE_GEMV_MMA_CUH
+
+#include "common.cuh"
+#include "gemv_stream.cuh"
+
+namespace weft_dev {
+
+constexpr int kMmaGroupRows = 8;                     // weight rows of a group (mma's n)
+constexpr int kMmaStageK = WEFT_MMA_K_MULTIPLE;      // k per stage: 8 rows x 256 bytes = 2 KiB per warp
+constexpr int kMmaUnitsPerRow = kMmaStageK * 2 / 16;  // 16-byte units per weight row of a stage
+static_assert(kMmaGroupRows * kMmaStageK * 2 <= kGemvMaxStageBytes, "an mma stage fits a ring slot");
+static_assert(WEFT_MMA_PARTIAL_BYTES_PER_ROW == WEFT_BLOCK_WARPS * 2 * kMmaGroupRows * 4,
+              "each warp keeps two partial groups per x row");
+
+template <typename T>
+struct MmaType;  // the mma.sync instruction of a 16-bit element type
+template <>
+struct MmaType<bf16> {
+  __device__ __forceinline__ static void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct MmaType<f16> {
+  __device__ __forceinline__ static void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// cp.async of 16 bytes that reads src_bytes (16, or 0 to fill zeros without touching memory).
+__device__ __forceinline__ void cp_async16_zfill(unsigned int dst, const void* src, int src_bytes, u64 policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;" ::"r"(dst), "l"(src),
+               "r"(src_bytes), "l"(policy)
+               : "memory");
+}
+
+// A tile's plan: flat stage f is (group f / spk, part f % spk); this warp's range is [f0, f1).
+struct MmaStream {
+  bool on = false;
+  i64 spk = 0, total = 0, f0 = 0, f1 = 0;
+  __device__ __forceinline__ i64 begin(int w) const { return w * total / WEFT_BLOCK_WARPS; }
+};
+
+// Whether the tile takes the tensor-core path: 16-bit T, WEFT_MMA_MIN_ROWS..WEFT_MMA_ROWS_FIT rows, K a multiple
+// of the stage, 16-byte aligned weights. Lowering sizes fused tiles with the same rule.
+template <typename T>
+__device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, const T* w) {
+  MmaStream s;
+  if constexpr (sizeof(T) == 2) {
+    const i64 k = a->d[0], rows = a->row1 - a->row0, cols = a->col1 - a->col0;
+    const i64 fit = WEFT_MMA_ROWS_FIT(k, 2);
+    if (k <= 0 || k % kMmaStageK != 0 || !aligned16(w) || cols <= 0 || rows < WEFT_MMA_MIN_ROWS ||
+        rows > WEFT_MMA_MAX_ROWS || rows > fit)
+      return s;
+    s.on = true;
+    s.spk = k / kMmaStageK;
+    s.total = (cols + kMmaGroupRows - 1) / kMmaGroupRows * s.spk;
+    s.f0 = s.begin(warp());
+    s.f1 = s.begin(warp() + 1);
+  }
+  (void)a;
+  (void)w;
+  return s;
+}
+
+// Issues flat stage f (nothing past the warp's range) into ring slot `slot` and commits a group. Unit u = lane +
+// 32 i of the stage is weight row u / 16's 16-byte unit u % 16, stored at row * 16 + (unit ^ row): the 8 rows one
+// ldmatrix reads then lie in distinct banks. Rows past the tile's columns are filled with zeros.
+template <typename T>
+__device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w, const weft_task_args* a,
+                                               const MmaStream& st, i64 f) {
+  if (f < st.f1) {
+    const i64 k = a->d[0], g = f / st.spk, part = f - g * st.spk;
+    const unsigned int base = static_cast<unsigned int>(__cvta_generic_to_shared(ring + slot * kGemvMaxStageBytes));
+    const u64 policy = l2_evict_first_policy();
+    const int unit = lane() % kMmaUnitsPerRow;
+#pragma unroll
+    for (int i = 0; i < kMmaGroupRows * kMmaUnitsPerRow / WEFT_WARP_THREADS; ++i) {
+      const int r = (lane() + i * WEFT_WARP_THREADS) / kMmaUnitsPerRow;
+      const i64 n = a->col0 + g * kMmaGroupRows + r;
+      const bool in = n < a->col1;
+      const T* src = w + (in ? n : a->col0) * k + part * kMmaStageK + unit * 8;
+      cp_async16_zfill(base + (r * kMmaUnitsPerRow + (unit ^ r)) * 16, src, in ? 16 : 0, policy);
+    }
+  }
+  cp_async_commit();
+}
+
+// Before the task's wait: the first kGemvStages - 1 stages of this warp.
+template <typename T>
+__device__ __forceinline__ void gemv_mma_prologue(const weft_task_args* a, const T* w, const MmaStream& st,
+                                                  char* smem) {
+  char* ring = gemv_ring(smem);
+  for (int s = 0; s < kGemvStages - 1; ++s) gemv_mma_issue<T>(ring, s, w, a, st, st.f0 + s);
+}
+
+// The parts of group g that warps left in shared memory: a group is cut when a range boundary lies inside it.
+// Its first warp's part is the group's head (slot 1 of that warp), every later warp's the tail (slot 0).
+__device__ __forceinline__ float* mma_partial(float* parts, int w, int side, int col, int row, int rows) {
+  return parts + ((w * 2 + side) * kMmaGroupRows + col) * rows + row;
+}
+
+// Consumes the stream of a tile whose x rows are staged at xs (row stride ldx = K + WEFT_MMA_X_PAD) and stores
+// out(row, n, v) for every output. MB: m16 blocks of x rows (rows <= 16 * MB). parts: the partial sums.
+template <typename T, int MB, typename Out>
+__device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w, const MmaStream& st, const T* xs,
+                                             i64 ldx, float* parts, char* smem, Out out) {
+  const int rows = static_cast<int>(a->row1 - a->row0);
+  char* ring = gemv_ring(smem);
+  // ldmatrix addresses. A (x): lane l gives row l % 16 (clamped to the tile's rows: the extra rows of the m16
+  // block only feed outputs nobody stores) at k offset (l / 16) * 8. B (weights): row l % 8, unit l / 8 + 4 j.
+  unsigned int a_addr[MB];
+#pragma unroll
+  for (int mb = 0; mb < MB; ++mb) {
+    const int r = mb * 16 + lane() % 16;
+    a_addr[mb] = static_cast<unsigned int>(__cvta_generic_to_shared(xs + (r < rows ? r : rows - 1) * ldx)) +
+                 (lane() / 16) * 16;
+  }
+  const int brow = lane() % 8;
+  float acc[MB][4];
+#pragma unroll
+  for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[mb][e] = 0.0f;
+  int slot = 0;
+  i64 g = st.f0 / st.spk, part = st.f0 - g * st.spk;
+  for (i64 f = st.f0; f < st.f1; ++f) {
+    __syncwarp();  // every lane is done with the slot the next issue overwrites
+    gemv_mma_issue<T>(ring, (slot + kGemvStages - 1) % kGemvStages, w, a, st, f + kGemvStages - 1);
+    cp_async_wait<kGemvStages - 1>();
+    __syncwarp();  // the stage's copies of every lane are visible to the warp's ldmatrix
+    const unsigned int stage = static_cast<unsigned int>(__cvta_generic_to_shared(ring + slot * kGemvMaxStageBytes));
+    const unsigned int xk = static_cast<unsigned int>(part * kMmaStageK * 2);
+#pragma unroll
+    for (int j = 0; j < kMmaUnitsPerRow / 4; ++j) {  // two k steps of 16 per ldmatrix of B
+      unsigned b[4];
+      ldmatrix_x4(b, stage + (brow * kMmaUnitsPerRow + ((4 * j + lane() / 8) ^ brow)) * 16);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb) {
+          unsigned x[4];
+          ldmatrix_x4(x, a_addr[mb] + xk + (2 * j + h) * 32);
+          // ldmatrix order (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) is
+          // mma's a0..a3.
+          MmaType<T>::mma(acc[mb], x, b[2 * h], b[2 * h + 1]);
+        }
+      }
+    }
+    slot = slot + 1 == kGemvStages ? 0 : slot + 1;
+    if (part + 1 == st.spk || f + 1 == st.f1) {  // this warp's share of group g is done
+      const i64 g0 = g * st.spk;
+      const bool whole = st.f0 <= g0 && g0 + st.spk <= st.f1;
+      const int side = st.f0 > g0 ? 0 : 1;  // tail of a cut group, or its head
+      const i64 n_base = a->col0 + g * kMmaGroupRows;
+#pragma unroll
+      for (int mb = 0; mb < MB; ++mb) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          // mma's D: c0, c1 at (row l / 4, cols 2 (l % 4) + 0, 1); c2, c3 eight rows further.
+          const int row = mb * 16 + lane() / 4 + (e / 2) * 8, col = 2 * (lane() % 4) + e % 2;
+          if (row < rows && n_base + col < a->col1) {
+            if (whole) out(a->row0 + row, n_base + col, acc[mb][e]);
+            else *mma_partial(parts, warp(), side, col, row, rows) = acc[mb][e];
+          }
+          acc[mb][e] = 0.0f;
+        }
+      }
+    }
+    if (++part == st.spk) {
+      part = 0;
+      ++g;
+    }
+  }
+  cp_async_wait<0>();  // nothing of this task is left in flight when the next one reuses the ring
+  // The groups cut by a range boundary: boundary b (the start of warp b's range) inside group g. The first
+  // boundary of a group stores it, summing the parts of warps b - 1 .. (the warp holding the group's end) that
+  // have a range (a tile of fewer stages than warps leaves some empty).
+  __syncthreads();
+  const int per_group = kMmaGroupRows * rows;
+  for (int e = tid(); e < (WEFT_BLOCK_WARPS - 1) * per_group; e += WEFT_BLOCK_THREADS) {
+    const int b = e / per_group + 1, col = (e % per_group) / rows, row = e % rows;
+    const i64 fb = st.begin(b), gb = fb / st.spk, g0 = gb * st.spk;
+    if (fb == g0 || fb >= st.total) continue;      // not inside a group
+    if (b > 1 && st.begin(b - 1) > g0) continue;  // a previous boundary of the same group stores it
+    const i64 n = a->col0 + gb * kMmaGroupRows + col;
+    if (n >= a->col1) continue;
+    float v = *mma_partial(parts, b - 1, 1, col, row, rows);
+    for (int wi = b; wi < WEFT_BLOCK_WARPS && st.begin(wi) < g0 + st.spk; ++wi)
+      if (st.begin(wi + 1) > st.begin(wi)) v += *mma_partial(parts, wi, 0, col, row, rows);  // empty ranges store nothing
+    out(a->row0 + row, n, v);
+  }
+}
+
+// Before the task's wait: the first stages of whichever stream the tile takes. w_in: the weight's operand index.
+template <typename T>
+__device__ __forceinline__ void linear_stream_prologue(const weft_task_args* a, const weft_env* env, char* smem,
+                                                       int w_in) {
+  const T* w = in_ptr<T>(a, env, w_in);
+  const MmaStream ms = gemv_mma_plan<T>(a, w);
+  if (ms.on) gemv_mma_prologue<T>(a, w, ms, smem);
+  else gemv_stream_prologue<T>(a, w, smem);
+}
+
+}  // namespace weft_dev
+
+#endif  // WEFT_DEVICE_GEMV_MMA_CUH
