@@ -134,6 +134,27 @@ __device__ __forceinline__ void visit_row(const T* p, I n, int t, int nt, Fn fn)
   for (I j = done + t; j < n; j += nt) fn(j, to_f(p[j]));
 }
 
+struct uint4_pair {
+  uint4 first, second;
+};
+
+// For every e in [0, n) that thread t of nt owns: use(e, load(e)), with kInFlight loads issued before the first
+// use. Staging a tile's inputs from L2 while the weight streams load HBM takes ~1 us per round trip: one load at
+// a time per thread made an 8-row x stage cost several of them.
+template <int kInFlight, typename Load, typename Use>
+__device__ __forceinline__ void load_batched(int n, int t, int nt, Load load, Use use) {
+  using R = decltype(load(0));
+  for (int e0 = t; e0 < n; e0 += kInFlight * nt) {
+    R raw[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      if (e0 + u * nt < n) raw[u] = load(e0 + u * nt);
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      if (e0 + u * nt < n) use(e0 + u * nt, raw[u]);
+  }
+}
+
 // o[j] = fn(x[j]) for j in [0, n) with threads t, t+nt, ...; 16-byte accesses when both pointers are aligned.
 // Each j is read and written by the same thread, so o may alias x.
 template <typename T, typename Fn>

@@ -31,16 +31,16 @@
 
 // Tensor-core tiles (gemv_mma.cuh): bf16/f16 weights with K a multiple of WEFT_MMA_K_MULTIPLE and
 // WEFT_MMA_MIN_ROWS..WEFT_MMA_MAX_ROWS x rows per tile. Each x row takes K + 8 elements of shared memory (the
-// pad puts the 8 rows an ldmatrix reads in distinct banks) and 512 bytes of partial sums; WEFT_MMA_ROWS_FIT is
-// how many rows fit beside the ring.
+// pad puts the 8 rows an ldmatrix reads in distinct banks) and 512 bytes of partial sums, and a fused x stage may
+// keep one more row of K (rmsnorm's weight); WEFT_MMA_ROWS_FIT is how many rows fit beside the ring.
 #define WEFT_MMA_MIN_ROWS 2
-#define WEFT_MMA_MAX_ROWS 32
+#define WEFT_MMA_MAX_ROWS 16
 #define WEFT_MMA_K_MULTIPLE 128
 #define WEFT_MMA_X_PAD 8
 #define WEFT_MMA_PARTIAL_BYTES_PER_ROW 512
 #define WEFT_MMA_ROW_BYTES(k, esize) (((k) + WEFT_MMA_X_PAD) * (esize) + WEFT_MMA_PARTIAL_BYTES_PER_ROW)
 #define WEFT_MMA_ROWS_FIT(k, esize) \
-  ((WEFT_SMEM_BYTES - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES) / WEFT_MMA_ROW_BYTES(k, esize))
+  ((WEFT_SMEM_BYTES - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES - (k) * (esize)) / WEFT_MMA_ROW_BYTES(k, esize))
 
 // d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
 // has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole

@@ -1,4 +1,4 @@
-// The streamed GEMV of batched decode tiles (2..32 x rows, bf16/f16) on tensor cores. The CUDA-core stream
+// The streamed GEMV of batched decode tiles (2..16 x rows, bf16/f16) on tensor cores. The CUDA-core stream
 // (gemv_stream.cuh) reads every x row from shared memory once per weight element and row: at 8 rows that, not
 // HBM, bounds it. Here each warp streams stages of 8 weight rows x 128 k (2 KiB, the ring of gemv_stream.cuh)
 // and multiplies them with mma.sync m16n8k16 (A = x rows, B = the 8 weight rows, f32 accumulators), so a
@@ -66,6 +66,19 @@ struct MmaStream {
   __device__ __forceinline__ i64 begin(int w) const { return w * total / WEFT_BLOCK_WARPS; }
 };
 
+// Walks a warp's range one stage at a time without divisions: flat stage f = (group g, part).
+struct MmaCursor {
+  i64 f, g, part;
+  __device__ __forceinline__ explicit MmaCursor(const MmaStream& st) : f(st.f0), g(st.f0 / st.spk), part(st.f0 % st.spk) {}
+  __device__ __forceinline__ void next(const MmaStream& st) {
+    ++f;
+    if (++part == st.spk) {
+      part = 0;
+      ++g;
+    }
+  }
+};
+
 // Whether the tile takes the tensor-core path: 16-bit T, WEFT_MMA_MIN_ROWS..WEFT_MMA_ROWS_FIT rows, K a multiple
 // of the stage, 16-byte aligned weights. Lowering sizes fused tiles with the same rule.
 template <typename T>
@@ -73,9 +86,8 @@ __device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, cons
   MmaStream s;
   if constexpr (sizeof(T) == 2) {
     const i64 k = a->d[0], rows = a->row1 - a->row0, cols = a->col1 - a->col0;
-    const i64 fit = WEFT_MMA_ROWS_FIT(k, 2);
-    if (k <= 0 || k % kMmaStageK != 0 || !aligned16(w) || cols <= 0 || rows < WEFT_MMA_MIN_ROWS ||
-        rows > WEFT_MMA_MAX_ROWS || rows > fit)
+    if (rows < WEFT_MMA_MIN_ROWS || rows > WEFT_MMA_MAX_ROWS || k <= 0 || k % kMmaStageK != 0 || !aligned16(w) ||
+        cols <= 0 || rows > WEFT_MMA_ROWS_FIT(k, 2))  // a decode row (rows == 1) leaves at the first test
       return s;
     s.on = true;
     s.spk = k / kMmaStageK;
@@ -88,14 +100,14 @@ __device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, cons
   return s;
 }
 
-// Issues flat stage f (nothing past the warp's range) into ring slot `slot` and commits a group. Unit u = lane +
-// 32 i of the stage is weight row u / 16's 16-byte unit u % 16, stored at row * 16 + (unit ^ row): the 8 rows one
+// Issues stage c (nothing past the warp's range) into ring slot `slot` and commits a group. Unit u = lane + 32 i
+// of the stage is weight row u / 16's 16-byte unit u % 16, stored at row * 16 + (unit ^ row): the 8 rows one
 // ldmatrix reads then lie in distinct banks. Rows past the tile's columns are filled with zeros.
 template <typename T>
 __device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w, const weft_task_args* a,
-                                               const MmaStream& st, i64 f) {
-  if (f < st.f1) {
-    const i64 k = a->d[0], g = f / st.spk, part = f - g * st.spk;
+                                               const MmaStream& st, const MmaCursor& c) {
+  if (c.f < st.f1) {
+    const i64 k = a->d[0], g = c.g, part = c.part;
     const unsigned int base = static_cast<unsigned int>(__cvta_generic_to_shared(ring + slot * kGemvMaxStageBytes));
     const u64 policy = l2_evict_first_policy();
     const int unit = lane() % kMmaUnitsPerRow;
@@ -116,7 +128,11 @@ template <typename T>
 __device__ __forceinline__ void gemv_mma_prologue(const weft_task_args* a, const T* w, const MmaStream& st,
                                                   char* smem) {
   char* ring = gemv_ring(smem);
-  for (int s = 0; s < kGemvStages - 1; ++s) gemv_mma_issue<T>(ring, s, w, a, st, st.f0 + s);
+  MmaCursor c(st);
+  for (int s = 0; s < kGemvStages - 1; ++s) {
+    gemv_mma_issue<T>(ring, s, w, a, st, c);
+    c.next(st);
+  }
 }
 
 // The parts of group g that warps left in shared memory: a group is cut when a range boundary lies inside it.
@@ -125,76 +141,67 @@ __device__ __forceinline__ float* mma_partial(float* parts, int w, int side, int
   return parts + ((w * 2 + side) * kMmaGroupRows + col) * rows + row;
 }
 
-// Consumes the stream of a tile whose x rows are staged at xs (row stride ldx = K + WEFT_MMA_X_PAD) and stores
-// out(row, n, v) for every output. MB: m16 blocks of x rows (rows <= 16 * MB). parts: the partial sums.
-template <typename T, int MB, typename Out>
+// Consumes the stream of a tile whose x rows (at most 16: one m16 block) are staged at xs (row stride ldx = K +
+// WEFT_MMA_X_PAD) and stores out(row, n, v) for every output. parts: the partial sums.
+template <typename T, typename Out>
 __device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w, const MmaStream& st, const T* xs,
                                              i64 ldx, float* parts, char* smem, Out out) {
   const int rows = static_cast<int>(a->row1 - a->row0);
   char* ring = gemv_ring(smem);
   // ldmatrix addresses. A (x): lane l gives row l % 16 (clamped to the tile's rows: the extra rows of the m16
   // block only feed outputs nobody stores) at k offset (l / 16) * 8. B (weights): row l % 8, unit l / 8 + 4 j.
-  unsigned int a_addr[MB];
-#pragma unroll
-  for (int mb = 0; mb < MB; ++mb) {
-    const int r = mb * 16 + lane() % 16;
-    a_addr[mb] = static_cast<unsigned int>(__cvta_generic_to_shared(xs + (r < rows ? r : rows - 1) * ldx)) +
-                 (lane() / 16) * 16;
-  }
+  const int arow = lane() % 16;
+  const unsigned int a_addr =
+      static_cast<unsigned int>(__cvta_generic_to_shared(xs + (arow < rows ? arow : rows - 1) * ldx)) + (lane() / 16) * 16;
   const int brow = lane() % 8;
-  float acc[MB][4];
+  // Two accumulators per output, for even and odd k steps: two chains of dependent mma instead of one.
+  float acc[2][4];
 #pragma unroll
-  for (int mb = 0; mb < MB; ++mb)
+  for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[mb][e] = 0.0f;
+    for (int e = 0; e < 4; ++e) acc[h][e] = 0.0f;
   int slot = 0;
-  i64 g = st.f0 / st.spk, part = st.f0 - g * st.spk;
-  for (i64 f = st.f0; f < st.f1; ++f) {
+  MmaCursor issue(st), use(st);
+  for (int s = 0; s < kGemvStages - 1; ++s) issue.next(st);  // the prologue's stages
+  for (; use.f < st.f1; use.next(st), issue.next(st)) {
+    const i64 g = use.g;
     __syncwarp();  // every lane is done with the slot the next issue overwrites
-    gemv_mma_issue<T>(ring, (slot + kGemvStages - 1) % kGemvStages, w, a, st, f + kGemvStages - 1);
+    gemv_mma_issue<T>(ring, (slot + kGemvStages - 1) % kGemvStages, w, a, st, issue);
     cp_async_wait<kGemvStages - 1>();
     __syncwarp();  // the stage's copies of every lane are visible to the warp's ldmatrix
     const unsigned int stage = static_cast<unsigned int>(__cvta_generic_to_shared(ring + slot * kGemvMaxStageBytes));
-    const unsigned int xk = static_cast<unsigned int>(part * kMmaStageK * 2);
+    const unsigned int xk = static_cast<unsigned int>(use.part * kMmaStageK * 2);
 #pragma unroll
     for (int j = 0; j < kMmaUnitsPerRow / 4; ++j) {  // two k steps of 16 per ldmatrix of B
       unsigned b[4];
       ldmatrix_x4(b, stage + (brow * kMmaUnitsPerRow + ((4 * j + lane() / 8) ^ brow)) * 16);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int mb = 0; mb < MB; ++mb) {
-          unsigned x[4];
-          ldmatrix_x4(x, a_addr[mb] + xk + (2 * j + h) * 32);
-          // ldmatrix order (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) is
-          // mma's a0..a3.
-          MmaType<T>::mma(acc[mb], x, b[2 * h], b[2 * h + 1]);
-        }
+        unsigned x[4];
+        ldmatrix_x4(x, a_addr + xk + (2 * j + h) * 32);
+        // ldmatrix order (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) is mma's
+        // a0..a3.
+        MmaType<T>::mma(acc[h], x, b[2 * h], b[2 * h + 1]);
       }
     }
     slot = slot + 1 == kGemvStages ? 0 : slot + 1;
-    if (part + 1 == st.spk || f + 1 == st.f1) {  // this warp's share of group g is done
+    if (use.part + 1 == st.spk || use.f + 1 == st.f1) {  // this warp's share of group g is done
       const i64 g0 = g * st.spk;
       const bool whole = st.f0 <= g0 && g0 + st.spk <= st.f1;
       const int side = st.f0 > g0 ? 0 : 1;  // tail of a cut group, or its head
       const i64 n_base = a->col0 + g * kMmaGroupRows;
 #pragma unroll
-      for (int mb = 0; mb < MB; ++mb) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          // mma's D: c0, c1 at (row l / 4, cols 2 (l % 4) + 0, 1); c2, c3 eight rows further.
-          const int row = mb * 16 + lane() / 4 + (e / 2) * 8, col = 2 * (lane() % 4) + e % 2;
-          if (row < rows && n_base + col < a->col1) {
-            if (whole) out(a->row0 + row, n_base + col, acc[mb][e]);
-            else *mma_partial(parts, warp(), side, col, row, rows) = acc[mb][e];
-          }
-          acc[mb][e] = 0.0f;
+      for (int e = 0; e < 4; ++e) {
+        // mma's D: c0, c1 at (row l / 4, cols 2 (l % 4) + 0, 1); c2, c3 eight rows further.
+        const int row = lane() / 4 + (e / 2) * 8, col = 2 * (lane() % 4) + e % 2;
+        const float v = acc[0][e] + acc[1][e];
+        if (row < rows && n_base + col < a->col1) {
+          if (whole) out(a->row0 + row, n_base + col, v);
+          else *mma_partial(parts, warp(), side, col, row, rows) = v;
         }
+        acc[0][e] = 0.0f;
+        acc[1][e] = 0.0f;
       }
-    }
-    if (++part == st.spk) {
-      part = 0;
-      ++g;
     }
   }
   cp_async_wait<0>();  // nothing of this task is left in flight when the next one reuses the ring

@@ -64,6 +64,10 @@ __device__ __forceinline__ void cp_async16(unsigned int smem_dst, const void* gm
                "l"(policy)
                : "memory");
 }
+// 16 bytes into shared memory with the default L2 policy (activations, reused by every tile of an op).
+__device__ __forceinline__ void cp_async16_keep(unsigned int smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_dst), "l"(gmem_src) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
@@ -85,6 +89,22 @@ struct GemvCursor {
 
 // Issues the stage at cursor c into ring slot `slot` (or nothing past the end), then commits a group: empty
 // groups too, since wait_group counts groups and every stage must be one.
+// Copies `rows` rows of k elements (16-byte aligned, k a multiple of Vec<T>::N) from src (row stride k) into
+// shared memory at dst (row stride ldx) with cp.async, every unit in flight at once without registers, then waits
+// for them (and for this thread's weight stages: issued before the task's wait, they have landed or are about
+// to). The caller's barrier publishes the rows to the block.
+template <typename T>
+__device__ __forceinline__ void stage_rows_async(T* dst, i64 ldx, const T* src, i64 k, i64 rows) {
+  constexpr int N = Vec<T>::N;
+  const int per_row = static_cast<int>(k / N), n = static_cast<int>(rows) * per_row;
+  for (int e = tid(); e < n; e += WEFT_BLOCK_THREADS) {
+    const int r = e / per_row, v = e - r * per_row;
+    cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(dst + r * ldx + v * N)), src + r * k + v * N);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+}
+
 template <typename T, int U>
 __device__ __forceinline__ void gemv_issue(char* ring, int slot, const T* w, const GemvStream& st, i64 k,
                                            const GemvCursor& c) {

@@ -26,9 +26,16 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
   const float eps = a->f[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
   float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
-  const bool ok = linear_streamed<T>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx) {
-    // As the rmsnorm op does it: a warp per row up to kNormWarpMaxCols, else the whole block per row.
-    if (k <= kNormWarpMaxCols) {
+  const bool ok = linear_streamed<T>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx, T* spare) {
+    // With the rmsnorm op's arithmetic. Tensor-core tiles (several rows): the rows and the norm weight copied into
+    // shared memory at once, then normalized there in place, a warp per row. Else as the rmsnorm op does it: a
+    // warp per row up to kNormWarpMaxCols, else the whole block per row.
+    if (spare != nullptr && aligned16(x) && aligned16(nw)) {
+      stage_rows_async(xs, ldx, x + a->row0 * k, k, rows);
+      stage_rows_async(spare, k, nw, k, 1);
+      __syncthreads();
+      for (i64 r = warp(); r < rows; r += WEFT_BLOCK_WARPS) rmsnorm_row_in_place<T>(xs + r * ldx, spare, k, eps);
+    } else if (k <= kNormWarpMaxCols) {
       for (i64 r = warp(); r < rows; r += WEFT_BLOCK_WARPS)
         norm_row<T, false, false>(x + (a->row0 + r) * k, nw, nullptr, xs + r * ldx, k, eps, 0, k, lane(),
                                   WEFT_WARP_THREADS, scratch);
@@ -47,19 +54,23 @@ __device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* en
   const T* g = in_ptr<T>(a, env, 0);
   const i64 k = a->d[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const bool ok = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx) {
+  const bool ok = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T*) {
     // Rows of k are whole 16-byte vectors here (the streamed path needs 512-byte weight rows).
-    const i64 per_row = k / N;
-    for (i64 e = tid(); e < rows * per_row; e += WEFT_BLOCK_THREADS) {
-      const i64 r = e / per_row, v = e % per_row;
-      const T* gr = g + (a->row0 + r) * 2 * k;
-      float gv[N], uv[N], ov[N];
-      load_vec(gr + v * N, gv);
-      load_vec(gr + k + v * N, uv);
+    const int per_row = static_cast<int>(k / N);
+    load_batched<2>(
+        static_cast<int>(rows) * per_row, tid(), WEFT_BLOCK_THREADS,
+        [&](int e) {
+          const T* gr = g + (a->row0 + e / per_row) * 2 * k + (e % per_row) * N;
+          return uint4_pair{*reinterpret_cast<const uint4*>(gr), *reinterpret_cast<const uint4*>(gr + k)};
+        },
+        [&](int e, const uint4_pair& gu) {
+          float gv[N], uv[N], ov[N];
+          unpack_vec<T>(gu.first, gv);
+          unpack_vec<T>(gu.second, uv);
 #pragma unroll
-      for (int j = 0; j < N; ++j) ov[j] = __fmul_rn(silu_f(gv[j]), uv[j]);
-      store_vec(xs + r * ldx + v * N, ov);
-    }
+          for (int j = 0; j < N; ++j) ov[j] = __fmul_rn(silu_f(gv[j]), uv[j]);
+          store_vec(xs + (e / per_row) * ldx + (e % per_row) * N, ov);
+        });
   });
   if (!ok) fused_linear_unsupported(a, env, WEFT_DEV_OP_SILU_MUL_LINEAR);
 }

@@ -1,7 +1,7 @@
 // linear (x · Wᵀ + bias + residual) and matmul (batched a · b), accumulating in f32.
 //
 // Four paths:
-//  - Tensor-core streamed GEMV (gemv_mma.cuh): 2..32 rows of bf16/f16, K a multiple of 128, batched decode.
+//  - Tensor-core streamed GEMV (gemv_mma.cuh): 2..16 rows of bf16/f16, K a multiple of 128, batched decode.
 //  - Streamed GEMV (gemv_stream.cuh): up to 8 rows, K a multiple of 256 (bf16), the decode case.
 //  - GEMV (linear with at most kGemvMaxRows rows in the tile: the decode case). One warp per output column:
 //    the weight row streams through 16-byte loads, kGemvUnroll of them in flight per lane (a persistent
@@ -217,10 +217,24 @@ __device__ void gemm_tiles(const weft_task_args* a, const T* x, const T* b, i64 
   }
 }
 
-// A streamed GEMV tile (prefetch_op has started the stream): stage(xs, rows, ldx) writes the tile's x rows
-// ([rows][K] at row stride ldx, dtype T) into shared memory behind the ring, then the stream is consumed on
-// tensor cores (gemv_mma.cuh) or CUDA cores (gemv_stream.cuh); out = x · w + bias + residual. Returns false
-// when the tile takes neither.
+// Stores one output of a linear: x · w + bias + residual, summed in that order in f32, rounded once.
+template <typename T>
+struct LinearOut {
+  const T* bias;
+  const T* res;
+  T* o;
+  i64 n_dim;
+  __device__ __forceinline__ void operator()(i64 row, i64 n, float v) const {
+    if (bias != nullptr) v += to_f(bias[n]);
+    if (res != nullptr) v += to_f(res[row * n_dim + n]);
+    o[row * n_dim + n] = from_f<T>(v);
+  }
+};
+
+// A streamed GEMV tile (prefetch_op has started the stream): stage(xs, rows, ldx, spare) writes the tile's x rows
+// ([rows][K] at row stride ldx, dtype T) into shared memory behind the ring (spare: room for K more elements on
+// the tensor-core path, else nullptr), then the stream is consumed on tensor cores (gemv_mma.cuh) or CUDA cores
+// (gemv_stream.cuh); out = x · w + bias + residual. Returns false when the tile takes neither.
 template <typename T, typename Stage>
 __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, char* smem, int w_in, Stage stage) {
   const T* w = in_ptr<T>(a, env, w_in);
@@ -229,26 +243,22 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
   T* o = out_ptr<T>(a, env);
   const i64 k = a->d[0], n_dim = a->d[1], rows = a->row1 - a->row0;
   T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
-  auto out = [&](i64 row, i64 n, float v) {
-    if (bias != nullptr) v += to_f(bias[n]);
-    if (res != nullptr) v += to_f(res[row * n_dim + n]);
-    o[row * n_dim + n] = from_f<T>(v);
-  };
+  const LinearOut<T> out{bias, res, o, n_dim};
   if constexpr (sizeof(T) == 2) {
     const MmaStream ms = gemv_mma_plan<T>(a, w);
     if (ms.on) {
       const i64 ldx = k + WEFT_MMA_X_PAD;
       float* parts = reinterpret_cast<float*>(xs + rows * ldx);  // 16-byte aligned: ldx * 2 is a multiple of 16
-      stage(xs, rows, ldx);
+      T* spare = reinterpret_cast<T*>(parts + rows * (WEFT_MMA_PARTIAL_BYTES_PER_ROW / 4));
+      stage(xs, rows, ldx, spare);
       __syncthreads();
-      if (rows <= 16) gemv_mma_run<T, 1>(a, w, ms, xs, ldx, parts, smem, out);
-      else gemv_mma_run<T, 2>(a, w, ms, xs, ldx, parts, smem, out);
+      gemv_mma_run<T>(a, w, ms, xs, ldx, parts, smem, out);
       return true;
     }
   }
   const GemvStream st = gemv_stream_plan<T>(a, w);
   if (st.units == 0) return false;
-  stage(xs, rows, k);
+  stage(xs, rows, k, static_cast<T*>(nullptr));
   __syncthreads();
   if (rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
   else if (rows == 2) gemv_stream_run<T, 2>(a, w, st, xs, smem, out);
@@ -266,14 +276,17 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
   T* o = out_ptr<T>(a, env);
   const i64 k = a->d[0], n_dim = a->d[1];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const bool streamed = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx) {
-    const i64 row_bytes = k * static_cast<i64>(sizeof(T));
-    if (ldx == k) {
-      copy_bytes(xs, x + a->row0 * k, rows * row_bytes, static_cast<int>(sizeof(T)), tid(), WEFT_BLOCK_THREADS);
+  const bool streamed = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T* spare) {
+    // The streamed paths take rows of whole 16-byte units (K * sizeof(T) a multiple of 256 bytes).
+    (void)spare;
+    const T* x0 = x + a->row0 * k;
+    if (!aligned16(x0)) {
+      for (i64 r = 0; r < rows; ++r)
+        copy_bytes(xs + r * ldx, x0 + r * k, k * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
+                   WEFT_BLOCK_THREADS);
       return;
     }
-    for (i64 r = warp(); r < rows; r += WEFT_BLOCK_WARPS)
-      copy_bytes(xs + r * ldx, x + (a->row0 + r) * k, row_bytes, static_cast<int>(sizeof(T)), lane(), WEFT_WARP_THREADS);
+    stage_rows_async(xs, ldx, x0, k, rows);
   });
   if (streamed) return;
   if (a->row1 - a->row0 <= kGemvMaxRows) {

@@ -70,6 +70,27 @@ __device__ __forceinline__ void norm_row(const T* x, const T* w, const T* b, T* 
   });
 }
 
+// rmsnorm of a row of n values in shared memory, in place, by one warp, with norm_row's arithmetic (the same
+// sums in the same order as its warp form); w: the norm weight, also in shared memory. Both 16-byte aligned, n a
+// multiple of Vec<T>::N.
+template <typename T>
+__device__ __forceinline__ void rmsnorm_row_in_place(T* row, const T* w, i64 n, float eps) {
+  constexpr int N = Vec<T>::N;
+  float ss = 0.0f;
+  visit_row<T, 1>(row, n, lane(), WEFT_WARP_THREADS, [&](i64, float v) { ss = fmaf(v, v, ss); });
+  ss = warp_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+  __syncwarp();
+  for (i64 v = lane(); v < n / N; v += WEFT_WARP_THREADS) {
+    float xv[N], wv[N];
+    load_vec(row + v * N, xv);
+    load_vec(w + v * N, wv);
+#pragma unroll
+    for (int k = 0; k < N; ++k) xv[k] = __fmul_rn(__fmul_rn(xv[k], inv), wv[k]);
+    store_vec(row + v * N, xv);
+  }
+}
+
 // rmsnorm / layernorm over whole rows of [R, D]; writes the tile's columns.
 template <typename T, bool kLayer>
 __device__ void norm_rows_impl(const weft_task_args* a, const weft_env* env, char* smem) {

@@ -104,9 +104,9 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
                          {input, weight, weight, weight, input}});
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{12, 512}, {512}, {40, 512}}});  // f32: 2 row blocks
         specs.push_back({"silu_mul_linear", {}, {{3, 2 * 8192}, {64, 8192}, {64}, {3, 64}}, {}, {input, weight, weight, input}});
-        // Tensor-core tiles of 16-bit weights (gemv_mma.cuh; the f32 runs of these take the other paths): two
-        // m16 blocks (24 rows), two row blocks of 20, tiles of fewer stages than warps (1, 2, 6), a
-        // column count that leaves a partial group of 8, and fused 8-row tiles of K 8192 (two row blocks of 4).
+        // Tensor-core tiles of 16-bit weights (gemv_mma.cuh; the f32 runs of these take the other paths): row
+        // blocks (24 rows: two of 12; 40 rows: three of 14), tiles of fewer stages than warps (1, 2, 6), a column
+        // count that leaves a partial group of 8, and fused 8-row tiles of K 8192 (two row blocks of 4).
         specs.push_back({"linear", {}, {{24, 1024}, {203, 1024}, {203}, {24, 203}}, {}, {input, weight, weight, input}});
         specs.push_back({"linear", {}, {{40, 2048}, {96, 2048}}});
         specs.push_back({"linear", {}, {{2, 128}, {8, 128}}});

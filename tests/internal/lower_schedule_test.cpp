@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "device/config.cuh"
 #include "lower/task_graph.hpp"
 #include "test_models.hpp"
 #include "random_graph_gen.hpp"
@@ -101,6 +102,38 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
         }
     }
     EXPECT_EQ(checked, 2 * shape.kv_heads) << shape.name;
+  }
+}
+
+// Batched decode (bf16): every projection takes tensor-core tiles (device/gemv_mma.cuh) with as few row blocks
+// as shared memory allows — each row block streams the whole weight again — and rows the device accepts:
+// Llama-1B at batch 8 streams every K-2048 weight once and down's (K 8192, 4 rows fit) twice; batch 32 twice.
+TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
+  DecoderShape shape = llama_3_2_1b_shape();
+  shape.layers = 1;
+  const Graph g = build_decoder_graph(shape);
+  for (int64_t batch : {2, 8, 32}) {
+    Lowered l = lower_all(g, 132, batch);
+    int checked = 0;
+    for (size_t n = 0; n < g.nodes().size(); ++n) {
+      const Node& node = g.nodes()[n];
+      const std::string_view op = node.op->name;
+      if (op != "linear" && op != "rmsnorm_linear" && op != "silu_mul_linear") continue;
+      const TensorId w = node.inputs[op == "rmsnorm_linear" ? 2 : 1];
+      const int64_t k = g.tensor(w).type.shape[1].value;
+      const TileGrid& grid = l.tg.grids[n];
+      const int64_t most = std::min<int64_t>(WEFT_MMA_MAX_ROWS, WEFT_MMA_ROWS_FIT(k, 2));
+      const std::string what = std::string(op) + " K=" + std::to_string(k) + " batch " + std::to_string(batch);
+      EXPECT_EQ(grid.rows, batch) << what;
+      EXPECT_GE(grid.row_block, WEFT_MMA_MIN_ROWS) << what;
+      EXPECT_LE(grid.row_block, most) << what;
+      EXPECT_EQ(grid.row_blocks(), (batch + most - 1) / most) << what;
+      EXPECT_EQ(grid.row_blocks(), batch == 32 ? (k == 8192 ? 8 : 2) : k == 8192 && batch == 8 ? 2 : 1) << what;
+      for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)  // even blocks: none left with a single row
+        EXPECT_GE(grid.tile(rb, 0).row1 - grid.tile(rb, 0).row0, WEFT_MMA_MIN_ROWS) << what;
+      ++checked;
+    }
+    EXPECT_EQ(checked, 5) << "qkv, o, gate_up, down, logits";
   }
 }
 
