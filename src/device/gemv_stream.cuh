@@ -87,8 +87,6 @@ struct GemvCursor {
   }
 };
 
-// Issues the stage at cursor c into ring slot `slot` (or nothing past the end), then commits a group: empty
-// groups too, since wait_group counts groups and every stage must be one.
 // Copies `rows` rows of k elements (16-byte aligned, k a multiple of Vec<T>::N) from src (row stride k) into
 // shared memory at dst (row stride ldx) with cp.async, every unit in flight at once without registers, then waits
 // for them (and for this thread's weight stages: issued before the task's wait, they have landed or are about
@@ -105,6 +103,8 @@ __device__ __forceinline__ void stage_rows_async(T* dst, i64 ldx, const T* src, 
   cp_async_wait<0>();
 }
 
+// Issues the stage at cursor c into ring slot `slot` (or nothing past the end), then commits a group: empty
+// groups too, since wait_group counts groups and every stage must be one.
 template <typename T, int U>
 __device__ __forceinline__ void gemv_issue(char* ring, int slot, const T* w, const GemvStream& st, i64 k,
                                            const GemvCursor& c) {
@@ -138,8 +138,8 @@ __device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, co
   else if (st.units == 1) gemv_prologue_units<T, 1>(a, w, st, smem);
 }
 
-// After the wait, with x rows staged in shared memory at xs (row stride K): consumes the stream. out(row, n, acc) stores one
-// result. R >= the tile's x rows.
+// After the wait, with x rows staged in shared memory at xs (row stride K): consumes the stream. out(row, n, acc)
+// stores one result. R >= the tile's x rows.
 template <typename T, int R, int U, typename Out>
 __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const T* w, const GemvStream& st,
                                                   const T* xs, char* smem, Out out) {
