@@ -97,7 +97,8 @@ struct Timing {
   double median, p10, p90;
 };
 
-Timing time_runs(weft_program* p, const Bound& b, int iters) {
+// sync_every: calls between synchronizations (1: the GPU is idle at every call; 16: up to 16 runs queued).
+Timing time_runs(weft_program* p, const Bound& b, int iters, int sync_every = 16) {
   const auto n = static_cast<int32_t>(b.bindings.size());
   for (int i = 0; i < 20; ++i) check(weft_program_run(p, b.bindings.data(), n, nullptr), "weft_program_run (warm-up)");
   check(weft_program_synchronize(p, nullptr), "weft_program_synchronize");
@@ -107,7 +108,7 @@ Timing time_runs(weft_program* p, const Bound& b, int iters) {
     check(weft_program_run(p, b.bindings.data(), n, nullptr), "weft_program_run");
     t.push_back(us(a, Clock::now()));
     // Keep the launch queue short: a full queue would make the call itself wait for the GPU.
-    if (i % 16 == 15) check(weft_program_synchronize(p, nullptr), "weft_program_synchronize");
+    if (i % sync_every == sync_every - 1) check(weft_program_synchronize(p, nullptr), "weft_program_synchronize");
   }
   check(weft_program_synchronize(p, nullptr), "weft_program_synchronize");
   std::sort(t.begin(), t.end());
@@ -119,39 +120,51 @@ Timing time_runs(weft_program* p, const Bound& b, int iters) {
 constexpr int kParamBytes = 1792;
 
 void print_driver_floor(int iters) {
+  // weft_spin(ns) keeps the GPU busy for `ns` of global-timer time: launches queued behind it cost what
+  // launches behind a running megakernel cost.
   const std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry weft_empty(.param .align 8 .b8 p[" +
-                          std::to_string(kParamBytes) + "])\n{\n  ret;\n}\n";
+                          std::to_string(kParamBytes) +
+                          "])\n{\n  ret;\n}\n"
+                          ".visible .entry weft_spin(.param .u64 ns)\n{\n  .reg .u64 %t0, %t1, %d;\n  .reg .pred %p;\n"
+                          "  ld.param.u64 %d, [ns];\n  mov.u64 %t0, %globaltimer;\nWAIT:\n  mov.u64 %t1, %globaltimer;\n"
+                          "  sub.u64 %t1, %t1, %t0;\n  setp.lt.u64 %p, %t1, %d;\n  @%p bra WAIT;\n  ret;\n}\n";
   CUmodule m = nullptr;
-  CUfunction f = nullptr;
+  CUfunction f = nullptr, spin = nullptr;
   check_cu(cuModuleLoadData(&m, ptx.c_str()), "cuModuleLoadData (empty kernel)");
   check_cu(cuModuleGetFunction(&f, m, "weft_empty"), "cuModuleGetFunction");
+  check_cu(cuModuleGetFunction(&spin, m, "weft_spin"), "cuModuleGetFunction");
   std::vector<unsigned char> params(kParamBytes, 1);
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params.data(), CU_LAUNCH_PARAM_BUFFER_SIZE, nullptr, CU_LAUNCH_PARAM_END};
   size_t size = kParamBytes;
   extra[3] = &size;
+  unsigned long long spin_ns = 2000000;
+  void* spin_args[] = {&spin_ns};
   CUevent ev = nullptr;
   check_cu(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
   CUcontext ctx = nullptr;
   check_cu(cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   // Variants: 0 launch; 1 launch + event record; 2 launch with the megakernel's 160 KiB of dynamic shared
-  // memory; 3 a context push + pop.
+  // memory; 3 the same, queued behind a 2 ms kernel (as runs queue behind a running megakernel); 4 a context
+  // push + pop.
   const char* what[] = {"driver floor: cuLaunchKernel, empty kernel, same parameter bytes",
                         "driver floor: the same + cuEventRecord",
                         "driver floor: the same kernel asking for 160 KiB dynamic shared memory",
+                        "driver floor: the same, queued behind a running kernel (GPU busy)",
                         "driver: cuCtxPushCurrent + cuCtxPopCurrent"};
   const unsigned smem_bytes = 160 * 1024;
   check_cu(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(smem_bytes)),
            "cuFuncSetAttribute");
-  for (int variant = 0; variant < 4; ++variant) {
+  for (int variant = 0; variant < 5; ++variant) {
     std::vector<double> t;
     for (int i = 0; i < iters; ++i) {
+      if (variant == 3 && i % 16 == 0) check_cu(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, nullptr, spin_args, nullptr), "cuLaunchKernel (spin)");
       const auto a = Clock::now();
-      if (variant == 3) {
+      if (variant == 4) {
         CUcontext popped = nullptr;
         check_cu(cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
         check_cu(cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
       } else {
-        check_cu(cuLaunchKernel(f, 132, 1, 1, 384, 1, 1, variant == 2 ? smem_bytes : 0, nullptr, nullptr, extra),
+        check_cu(cuLaunchKernel(f, 132, 1, 1, 384, 1, 1, variant >= 2 ? smem_bytes : 0, nullptr, nullptr, extra),
                  "cuLaunchKernel (empty)");
         if (variant == 1) check_cu(cuEventRecord(ev, nullptr), "cuEventRecord");
       }
@@ -244,6 +257,11 @@ int main(int argc, char** argv) {
       std::printf("| %s | %.2f | %.2f | %.2f | %.2f |\n", s.host_jit ? (s.host_jit_cache_hit ? "LLVM ORC JIT (object from cache)" : "LLVM ORC JIT")
                                                              : "reference interpreter",
                   t.median, t.p10, t.p90, s.host_jit_ms);
+      if (*jit == '1') {  // the same with the GPU idle at every call: what queueing behind running work adds
+        const Timing idle = time_runs(p, b, iters, 1);
+        std::printf("| the same, synchronized after every run (GPU idle at each call) | %.2f | %.2f | %.2f | - |\n", idle.median,
+                    idle.p10, idle.p90);
+      }
       weft_program_destroy(p);
     }
     {  // a two-tensor graph (y = silu(x)): what a run costs apart from the number of bindings

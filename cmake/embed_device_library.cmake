@@ -1,14 +1,14 @@
 # Writes the C++ source that embeds the device library into libweft (run with cmake -P at build time):
 #   - the headers a generated kernel may include, as raw string literals (NVRTC gets them as in-memory
 #     headers, so nothing is read from weft's source tree at run time);
-#   - the precompiled relocatable cubin of each architecture, pulled in with the assembler's .incbin
-#     (megabytes of data: no hex round trip through CMake or the C++ compiler);
+#   - the precompiled relocatable cubins (per architecture, with and without the tensor-core tiles), pulled in
+#     with the assembler's .incbin (megabytes of data: no hex round trip through CMake or the C++ compiler);
 #   - a version: SHA-256 over every device source and every cubin, shortened.
 # Inputs (-D): OUT, HEADER_DIR, HEADERS (exposed headers, ;-list), SOURCES (all device sources, for the
-# version), ARCHS and BINARIES (parallel ;-lists).
+# version), LIBRARIES (names: "sm_90a", "sm_90a_simt", ...) and BINARIES (parallel ;-lists).
 cmake_minimum_required(VERSION 3.25)
 
-foreach(var OUT HEADER_DIR HEADERS SOURCES ARCHS BINARIES)
+foreach(var OUT HEADER_DIR HEADERS SOURCES LIBRARIES BINARIES)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "embed_device_library.cmake: -D${var}=... is required")
   endif()
@@ -48,14 +48,14 @@ string(APPEND body "const char* version() { return \"${version}\"; }\n\n}  // na
 set(asm "")
 set(decls "")
 set(cases "")
-list(LENGTH ARCHS n_archs)
-math(EXPR last "${n_archs} - 1")
+list(LENGTH LIBRARIES n_libraries)
+math(EXPR last "${n_libraries} - 1")
 foreach(i RANGE ${last})
-  list(GET ARCHS ${i} arch)
+  list(GET LIBRARIES ${i} name)
   list(GET BINARIES ${i} bin)
   string(REPLACE "\\" "\\\\" bin_escaped "${bin}")
   string(REPLACE "\"" "\\\"" bin_escaped "${bin_escaped}")
-  set(sym "wdevlib_${arch}")
+  set(sym "wdevlib_${name}")
   string(APPEND asm "    \".section .rodata.${sym},\\\"a\\\"\\n\"\n")
   string(APPEND asm "    \".balign 16\\n\"\n")
   string(APPEND asm "    \".globl ${sym}_begin\\n.hidden ${sym}_begin\\n${sym}_begin:\\n\"\n")
@@ -64,12 +64,12 @@ foreach(i RANGE ${last})
   string(APPEND asm "    \".previous\\n\"\n")
   string(APPEND decls "[[gnu::visibility(\"hidden\")]] extern const unsigned char ${sym}_begin[];\n")
   string(APPEND decls "[[gnu::visibility(\"hidden\")]] extern const unsigned char ${sym}_end[];\n")
-  string(APPEND cases "  if (arch == \"${arch}\") return {${sym}_begin, static_cast<size_t>(${sym}_end - ${sym}_begin)};\n")
+  string(APPEND cases "  if (name == \"${name}\") return {${sym}_begin, static_cast<size_t>(${sym}_end - ${sym}_begin)};\n")
 endforeach()
 string(APPEND body "asm(\n${asm});\n\n")
 string(APPEND body "extern \"C\" {\n${decls}}\n\n")
 string(APPEND body "namespace weft::devlib {\n\n")
-string(APPEND body "EmbeddedBinary library_cubin(std::string_view arch) {\n${cases}  return {nullptr, 0};\n}\n\n")
+string(APPEND body "EmbeddedBinary library_cubin(std::string_view name) {\n${cases}  return {nullptr, 0};\n}\n\n")
 string(APPEND body "}  // namespace weft::devlib\n")
 
 # Rewrite only on change, so an unchanged library does not recompile the embedding object.

@@ -1,6 +1,6 @@
 // The device library as libweft carries it (generated at build time by cmake/embed_device_library.cmake
-// from src/device): the headers a generated kernel may include, one precompiled relocatable cubin per
-// supported architecture, and a version naming exactly these bytes.
+// from src/device): the headers a generated kernel may include, two precompiled relocatable cubins per
+// supported architecture (with and without the tensor-core tiles), and a version naming exactly these bytes.
 #pragma once
 
 #include <cstddef>
@@ -16,15 +16,16 @@ struct EmbeddedFile {
 };
 
 struct EmbeddedBinary {
-  const unsigned char* data;  // nullptr when the architecture is not embedded
+  const unsigned char* data;  // nullptr when the library is not embedded
   size_t size;
 };
 
 // Headers NVRTC may include: weft_device.h and what it includes, and common.cuh (inline helpers).
 const std::vector<EmbeddedFile>& headers();
 
-// The relocatable cubin of the device library for `arch` ("sm_90a", ...).
-EmbeddedBinary library_cubin(std::string_view arch);
+// The relocatable cubin of the device library `name`: the architecture ("sm_90a", ...) for the full library,
+// with "_simt" appended for the one built without the tensor-core tiles (WEFT_DEVLIB_TENSOR_CORES=0).
+EmbeddedBinary library_cubin(std::string_view name);
 
 // Hex digest over every device source and cubin.
 const char* version();

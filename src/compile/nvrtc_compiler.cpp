@@ -91,6 +91,7 @@ class Dump {
     std::string key = source;
     key += '\0' + o.arch;
     key.push_back(o.line_info ? '1' : '0');
+    key.push_back(o.tensor_cores ? '1' : '0');
     for (const std::string& f : o.extra_flags) key += '\0' + f;
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
@@ -209,10 +210,12 @@ struct JitLink {
   }
 };
 
-std::vector<char> jit_link(const std::vector<char>& kernel, const std::string& arch, std::string& log, const Dump& dump) {
-  const devlib::EmbeddedBinary lib = devlib::library_cubin(arch);
+std::vector<char> jit_link(const std::vector<char>& kernel, const CompileOptions& o, std::string& log, const Dump& dump) {
+  const std::string& arch = o.arch;
+  const std::string library = o.tensor_cores ? arch : arch + "_simt";
+  const devlib::EmbeddedBinary lib = devlib::library_cubin(library);
   if (lib.data == nullptr || lib.size == 0)
-    fail(Status::internal, "the device library for " + arch + " is not embedded in this build of libweft");
+    fail(Status::internal, "the device library " + library + " is not embedded in this build of libweft");
   const std::string arch_opt = "-arch=" + arch;
   const char* opts[] = {arch_opt.c_str()};
   JitLink link;
@@ -220,15 +223,15 @@ std::vector<char> jit_link(const std::vector<char>& kernel, const std::string& a
   if (r != NVJITLINK_SUCCESS)
     fail(Status::compile, std::string("nvJitLinkCreate failed: ") + jitlink_result_name(r) + " (" +
                               std::to_string(static_cast<int>(r)) + ")");
-  const std::string lib_name = "weft_device_library_" + arch;
+  const std::string lib_name = "weft_device_library_" + library;
   r = nvJitLinkAddData(link.h, NVJITLINK_INPUT_CUBIN, kernel.data(), kernel.size(), kProgramName);
   if (r == NVJITLINK_SUCCESS) r = nvJitLinkAddData(link.h, NVJITLINK_INPUT_CUBIN, lib.data, lib.size, lib_name.c_str());
   if (r == NVJITLINK_SUCCESS) r = nvJitLinkComplete(link.h);
   const std::string errors = link.error_log(), info = link.info_log();
   log = info;
-  dump.write("nvjitlink.log", "options: " + arch_opt + "\n" + info + (errors.empty() ? "" : "\n" + errors) + "\n");
+  dump.write("nvjitlink.log", "options: " + arch_opt + "\nlibrary: " + library + "\n" + info + (errors.empty() ? "" : "\n" + errors) + "\n");
   if (r != NVJITLINK_SUCCESS)
-    fail(Status::compile, "nvJitLink failed to link the generated kernel with the device library for " + arch + " (" +
+    fail(Status::compile, "nvJitLink failed to link the generated kernel with the device library " + library + " (" +
                               jitlink_result_name(r) + ", " + std::to_string(static_cast<int>(r)) + "); log:\n" +
                               errors + (info.empty() ? "" : "\n" + info));
   size_t n = 0;
@@ -257,7 +260,7 @@ CompiledKernel compile_kernel(const std::string& generated_source, const Compile
   const std::vector<char> relocatable = nvrtc_compile(generated_source, options, nvrtc_msgs, dump);
   out.compile_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
-  out.cubin = jit_link(relocatable, options.arch, link_msgs, dump);
+  out.cubin = jit_link(relocatable, options, link_msgs, dump);
   out.link_ms = ms_since(t0);
   if (!nvrtc_msgs.empty()) out.log += "NVRTC:\n" + nvrtc_msgs + "\n";
   if (!link_msgs.empty()) out.log += "nvJitLink:\n" + link_msgs + "\n";

@@ -13,6 +13,10 @@ struct CompileOptions {
   std::string arch;                      // "sm_80", "sm_90a" or "sm_100a" (see supported_archs())
   bool line_info = false;                // -lineinfo for the generated part (profilers, sanitizer)
   std::vector<std::string> extra_flags;  // appended to NVRTC's options
+  // Link the device library with the tensor-core tiles (gemv_mma.cuh); false: the one built without them,
+  // whose task loop is smaller (fewer spills), only for kernels none of whose tasks can take them
+  // (may_use_tensor_core_tiles in lower/task_graph.hpp): a fused linear tile sized for them fails without.
+  bool tensor_cores = true;
 };
 
 struct CompiledKernel {

@@ -19,6 +19,14 @@
 namespace weft_dev {
 
 constexpr int kMmaGroupRows = 8;                     // weight rows of a group (mma's n)
+// The device library is built twice per architecture (CMakeLists.txt): with the tensor-core tiles, and with
+// WEFT_DEVLIB_TENSOR_CORES=0 for kernels none of whose tasks can take them (lower: may_use_tensor_core_tiles).
+// Every op is inlined into the task loop, so code that a kernel never runs still costs it registers and
+// spills; without this path the loop's stack frame is 744 bytes instead of 792 (ptxas, sm_90a).
+#ifndef WEFT_DEVLIB_TENSOR_CORES
+#define WEFT_DEVLIB_TENSOR_CORES 1
+#endif
+
 constexpr int kMmaStageK = WEFT_MMA_K_MULTIPLE;      // k per stage: 8 rows x 256 bytes = 2 KiB per warp
 constexpr int kMmaUnitsPerRow = kMmaStageK * 2 / 16;  // 16-byte units per weight row of a stage
 static_assert(kMmaGroupRows * kMmaStageK * 2 <= kGemvMaxStageBytes, "an mma stage fits a ring slot");
@@ -84,7 +92,7 @@ struct MmaCursor {
 template <typename T>
 __device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, const T* w) {
   MmaStream s;
-  if constexpr (sizeof(T) == 2) {
+  if constexpr (sizeof(T) == 2 && WEFT_DEVLIB_TENSOR_CORES) {
     const i64 k = a->d[0], rows = a->row1 - a->row0, cols = a->col1 - a->col0;
     if (rows < WEFT_MMA_MIN_ROWS || rows > WEFT_MMA_MAX_ROWS || k <= 0 || k % kMmaStageK != 0 || !aligned16(w) ||
         cols <= 0 || rows > WEFT_MMA_ROWS_FIT(k, 2))  // a decode row (rows == 1) leaves at the first test

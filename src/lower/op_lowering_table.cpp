@@ -423,4 +423,15 @@ std::vector<Region> flat_range_regions(const View2D& v, int64_t e0, int64_t e1) 
   return r;
 }
 
+bool may_use_tensor_core_tiles(const TaskGraph& tg) {
+  for (const Task& t : tg.tasks) {
+    const bool linear = t.dev_op == WEFT_DEV_OP_LINEAR || t.dev_op == WEFT_DEV_OP_RMSNORM_LINEAR || t.dev_op == WEFT_DEV_OP_SILU_MUL_LINEAR;
+    const bool half = t.args.dtype == WEFT_DEV_BF16 || t.args.dtype == WEFT_DEV_F16;
+    const int64_t k = t.args.d[0];  // the three ops' K
+    // Rows only from below: a tile masked at run time (clip) has fewer rows than compiled, never more.
+    if (linear && half && k > 0 && k % WEFT_MMA_K_MULTIPLE == 0 && t.args.row1 - t.args.row0 >= WEFT_MMA_MIN_ROWS) return true;
+  }
+  return false;
+}
+
 }  // namespace weft

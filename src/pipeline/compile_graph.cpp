@@ -36,6 +36,7 @@ bool load_entry(const cache::Entry& e, CompileResult& r) {
     r.arena_bytes = meta.at("arena_bytes").get<int64_t>();
     r.num_queues = meta.at("queues").get<int64_t>();
     r.arena_offsets = meta.at("arena_offsets").get<std::vector<int64_t>>();
+    r.tensor_cores = meta.at("tensor_cores").get<bool>();
     if (r.num_tasks != static_cast<int64_t>(r.tables.tasks.size()) || r.num_queues != r.tables.num_queues())
       fail(Status::cache, "metadata and task tables disagree");
   } catch (const std::exception& ex) {
@@ -114,7 +115,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   const int32_t sms = request.num_sms > 0 ? request.num_sms : default_sm_count(request.arch);
   CompileOptions copts;
   copts.arch = request.arch;
-  // Everything that changes the code or the tables is in the key.
+  // Everything that changes the code or the tables is in the key (the device library variant below is decided
+  // by lowering, a function of what the key holds).
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
                                    ";smem=" + std::to_string(WEFT_SMEM_BYTES) + ";lineinfo=" + (copts.line_info ? "1" : "0") +
                                    ";codegen=" + codegen_version();
@@ -145,6 +147,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   r.arena_offsets = plan.offset;
   r.lower_ms = ms_since(start);
 
+  copts.tensor_cores = may_use_tensor_core_tiles(tg);
+  r.tensor_cores = copts.tensor_cores;
   const auto compile_start = std::chrono::steady_clock::now();
   const CompiledKernel kernel = compile_kernel(generate_megakernel_source(static_cast<int32_t>(g.tensors().size())), copts);
   r.compile_ms = ms_since(compile_start);
@@ -161,6 +165,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                          {"arena_bytes", r.arena_bytes},
                          {"arena_offsets", r.arena_offsets},
                          {"estimated_us", schedule.estimated_us},
+                         {"tensor_cores", r.tensor_cores},
                          {"graph", g.name()}};
   r.metadata = meta.dump();
   if (cache) {

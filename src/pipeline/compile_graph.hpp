@@ -27,6 +27,7 @@ struct CompileResult {
   std::string metadata;  // JSON: kernel name, block threads, shared memory, queues, events, arena bytes, ...
   TaskTables tables;
   int64_t num_tasks = 0, num_events = 0, arena_bytes = 0, num_queues = 0;
+  bool tensor_cores = true;  // linked with the device library that has the tensor-core tiles (CompileOptions)
   double lower_ms = 0, compile_ms = 0, total_ms = 0;
   std::vector<int64_t> arena_offsets;  // per tensor; -1 outside the arena
 };

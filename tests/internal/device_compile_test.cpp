@@ -16,6 +16,8 @@
 #include "compile/nvrtc_compiler.hpp"
 #include "core/error.hpp"
 #include "device/task_abi.h"
+#include "pipeline/compile_graph.hpp"
+#include "test_models.hpp"
 
 namespace weft {
 namespace {
@@ -75,17 +77,25 @@ TEST_P(DeviceCompileArch, EventPrimitivesLink) {
 }
 
 // The real generator's megakernel: linked with the library's task loop (every op is inlined there), within the
-// register cap of its launch bounds (or nvJitLink refuses to link).
+// register cap of its launch bounds (or nvJitLink refuses to link), with each of the arch's two libraries
+// (with and without the tensor-core tiles), which are different code.
 TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
-  const CompiledKernel k = compile_kernel(generate_megakernel_source(64), CompileOptions{GetParam(), false, {}});
-  ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
-  EXPECT_TRUE(contains(k.cubin, kMegakernelName));
-  EXPECT_TRUE(contains(k.cubin, "weft_dev_run_queues"));
-  EXPECT_GT(k.compile_ms, 0);
-  EXPECT_GT(k.link_ms, 0);
-  std::cout << "[ timing   ] " << GetParam() << " megakernel: NVRTC " << k.compile_ms << " ms, nvJitLink " << k.link_ms
-            << " ms, cubin " << k.cubin.size() << " bytes\n";
+  std::vector<std::vector<char>> cubins;
+  for (bool tensor_cores : {true, false}) {
+    CompileOptions o{GetParam(), false, {}};
+    o.tensor_cores = tensor_cores;
+    const CompiledKernel k = compile_kernel(generate_megakernel_source(64), o);
+    ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
+    EXPECT_TRUE(contains(k.cubin, kMegakernelName));
+    EXPECT_TRUE(contains(k.cubin, "weft_dev_run_queues"));
+    EXPECT_GT(k.compile_ms, 0);
+    EXPECT_GT(k.link_ms, 0);
+    std::cout << "[ timing   ] " << GetParam() << (tensor_cores ? "" : " (no tensor-core tiles)") << " megakernel: NVRTC "
+              << k.compile_ms << " ms, nvJitLink " << k.link_ms << " ms, cubin " << k.cubin.size() << " bytes\n";
+    cubins.push_back(k.cubin);
+  }
+  EXPECT_NE(cubins[0], cubins[1]) << "both options linked the same device library";
 }
 
 TEST_P(DeviceCompileArch, SyntaxErrorGivesTheNvrtcLog) {
@@ -209,6 +219,35 @@ TEST(DeviceCompile, DumpDirKeepsTheLogOfAFailure) {
   EXPECT_NE(log.find("weft_kernel.cu(2)"), std::string::npos) << log;
   EXPECT_TRUE(fs::exists(find_one(dir, "_kernel.cu")));
   fs::remove_all(dir);
+}
+
+// The whole pipeline picks the device library from the lowered tasks and records it with the kernel: a batch-1
+// specialization of a bf16 decoder links the one without tensor-core tiles, a batch-4 one the full library;
+// a cache hit returns what was recorded.
+TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
+  ScopedEnv env("WEFT_DUMP_DIR", nullptr);
+  char tmpl[] = "/tmp/weft-devlib-choice-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  {
+    cache::Options o;
+    o.dir = fs::path(tmpl) / "cache";
+    cache::KernelCache kc(o);
+    const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
+    for (int64_t batch : {1, 4}) {
+      CompileRequest req;
+      req.symbols = SymbolValues(g.symbols().size(), batch);
+      const CompileResult fresh = compile_graph(g, req, &kc);
+      ASSERT_FALSE(fresh.cache_hit);
+      EXPECT_EQ(fresh.tensor_cores, batch > 1) << batch;
+      EXPECT_NE(fresh.metadata.find(batch > 1 ? "\"tensor_cores\":true" : "\"tensor_cores\":false"), std::string::npos)
+          << fresh.metadata;
+      const CompileResult hit = compile_graph(g, req, &kc);
+      ASSERT_TRUE(hit.cache_hit);
+      EXPECT_EQ(hit.tensor_cores, fresh.tensor_cores) << batch;
+      EXPECT_EQ(hit.cubin, fresh.cubin) << batch;
+    }
+  }
+  fs::remove_all(tmpl);
 }
 
 TEST(DeviceCompile, Versions) {

@@ -137,6 +137,22 @@ TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
   }
 }
 
+// Which device library a kernel links (CompileOptions::tensor_cores): the one without tensor-core tiles only
+// where no projection tile has two rows or more of bf16/f16 — batch-1 decode of any model, and f32 graphs.
+TEST(Lowering, OnlyBatchedHalfProjectionsNeedTheTensorCoreLibrary) {
+  DecoderShape shape = llama_3_2_1b_shape();
+  shape.layers = 1;
+  const Graph llama = build_decoder_graph(shape);
+  EXPECT_FALSE(may_use_tensor_core_tiles(lower_all(llama, 132, 1).tg));
+  for (int64_t batch : {2, 8, 32}) EXPECT_TRUE(may_use_tensor_core_tiles(lower_all(llama, 132, batch).tg)) << batch;
+  const Graph qwen = decoder_layer(2);
+  EXPECT_FALSE(may_use_tensor_core_tiles(lower_all(qwen, 132, 1).tg));
+  EXPECT_TRUE(may_use_tensor_core_tiles(lower_all(qwen, 132, 3).tg));
+  DecoderShape f32 = tiny_decoder(1, 8, 128);
+  f32.dtype = DType::f32;
+  EXPECT_FALSE(may_use_tensor_core_tiles(lower_all(build_decoder_graph(f32), 132, 8).tg)) << "f32 tiles never take them";
+}
+
 TEST(Lowering, ArenaReusesMemory) {
   const Graph g = decoder_layer(4);
   Lowered l = lower_all(g, 132, 8);
