@@ -113,8 +113,9 @@ void finalize_events(TaskGraph& tg);
 
 // Whether a task of `tg` may take the device library's tensor-core tiles (gemv_mma.cuh): a linear,
 // rmsnorm_linear or silu_mul_linear tile of bf16/f16, K a multiple of WEFT_MMA_K_MULTIPLE and WEFT_MMA_MIN_ROWS
-// rows or more (a superset of what the device takes). A kernel where none may is linked with the library built without them (CompileOptions::
-// tensor_cores), whose task loop is smaller: every op is inlined into it, unused code included.
+// rows or more (a superset of what the device takes). A kernel where none may is linked with the library built
+// without them (CompileOptions::tensor_cores), whose task loop is smaller: every op is inlined into it, unused
+// code included.
 bool may_use_tensor_core_tiles(const TaskGraph& tg);
 
 }  // namespace weft
