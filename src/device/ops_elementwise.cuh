@@ -93,8 +93,12 @@ __device__ void mul_impl(const weft_task_args* a, const weft_env* env, char*) {
 
 // ---- unary ----
 
-// x / (1 + e^-x), as the reference writes it (IEEE division).
-__device__ __forceinline__ float silu_f(float v) { return __fdiv_rn(v, __fadd_rn(1.0f, expf(-v))); }
+// x / (1 + e^-x) with the SFU's exp2 and reciprocal: a few instructions where expf and an IEEE division take
+// ~40. A block runs only 8 warps, so the SwiGLU stage of a fused down projection (32 of these per thread at
+// K 8192) waits on dependent instructions on the critical path of every layer (1.3 us of it, H200). Relative
+// error below 1e-5 for |x| < 80 (__expf: 2 + 1.16 |x| ulps), which the rounding to bf16 / f16 hides; for
+// x < -87 the result is 0 or -0 where the exact value is below 1e-36 in magnitude.
+__device__ __forceinline__ float silu_f(float v) { return __fdividef(v, 1.0f + __expf(-v)); }
 
 __device__ __forceinline__ float gelu_tanh_f(float v) {
   const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, v), v), v);
