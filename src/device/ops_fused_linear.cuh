@@ -1,6 +1,7 @@
 // rmsnorm_linear and silu_mul_linear: a streamed GEMV tile whose x rows are staged transformed — normalized, or
 // SwiGLU-activated — with the same arithmetic as the rmsnorm and silu_mul device ops, rounded to the dtype as
-// their outputs are. Each tile does this for itself while its weights stream in (see prefetch_op).
+// their outputs are (a norm's sum of squares may be added in another order: per warp or over the block). Each
+// tile does this for itself while its weights stream in (see prefetch_op).
 #ifndef WEFT_DEVICE_OPS_FUSED_LINEAR_CUH
 #define WEFT_DEVICE_OPS_FUSED_LINEAR_CUH
 
