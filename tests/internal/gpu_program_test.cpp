@@ -103,6 +103,8 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{3, 2048}, {2048}, {300, 2048}, {300}, {3, 300}}, {},
                          {input, weight, weight, weight, input}});
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{12, 512}, {512}, {40, 512}}});  // f32: 2 row blocks
+        // One row (batch-1 decode) of Qwen3-0.6B's width: normalized by the whole block, not one warp.
+        specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{1, 1024}, {1024}, {96, 1024}}});
         specs.push_back({"silu_mul_linear", {}, {{3, 2 * 8192}, {64, 8192}, {64}, {3, 64}}, {}, {input, weight, weight, input}});
         // Tensor-core tiles of 16-bit weights (gemv_mma.cuh; the f32 runs of these take the other paths): row
         // blocks (24 rows: two of 12; 40 rows: three of 14), tiles of fewer stages than warps (1, 2, 6), a column
