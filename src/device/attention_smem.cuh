@@ -230,21 +230,33 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
 #pragma unroll
       for (int k = 0; k < N; ++k) qr[g][k] = s.q[(g0 + g) * HD + gl * N + k];
     float* sc = s.score + g0 * s.cap;
-    for (int t0 = warp() * PER_WARP; t0 < steps; t0 += WEFT_BLOCK_WARPS * PER_WARP) {  // uniform per warp
-      const int t = t0 + sub;
-      float kv[N];
-      if (t < steps) load_vec(ks + t * HD + gl * N, kv);
-      else
+    // Two passes' timesteps per iteration: their loads, dot products and shuffle sums are independent and
+    // overlap (one pass at a time left each shuffle chain's latency exposed).
+    constexpr int kStride = WEFT_BLOCK_WARPS * PER_WARP;
+    for (int t0 = warp() * PER_WARP; t0 < steps; t0 += 2 * kStride) {  // uniform per warp
+      const int t[2] = {t0 + sub, t0 + kStride + sub};
+      float kv[2][N];
 #pragma unroll
-        for (int k = 0; k < N; ++k) kv[k] = 0.0f;
+      for (int h = 0; h < 2; ++h) {
+        if (t[h] < steps) load_vec(ks + t[h] * HD + gl * N, kv[h]);
+        else
+#pragma unroll
+          for (int k = 0; k < N; ++k) kv[h][k] = 0.0f;
+      }
 #pragma unroll
       for (int g = 0; g < G; ++g) {
-        float acc = 0.0f;
+        float acc[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int k = 0; k < N; ++k) acc = fmaf(qr[g][k], kv[k], acc);
+        for (int k = 0; k < N; ++k)
 #pragma unroll
-        for (int o = GS / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(WEFT_FULL_MASK, acc, o);
-        if (t < steps && gl == 0) sc[g * s.cap + t] = __fmul_rn(scale, acc);
+          for (int h = 0; h < 2; ++h) acc[h] = fmaf(qr[g][k], kv[h][k], acc[h]);
+#pragma unroll
+        for (int o = GS / 2; o > 0; o >>= 1)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) acc[h] += __shfl_xor_sync(WEFT_FULL_MASK, acc[h], o);
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          if (t[h] < steps && gl == 0) sc[g * s.cap + t[h]] = __fmul_rn(scale, acc[h]);
       }
     }
   }
