@@ -9,6 +9,7 @@
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string_view>
 
 #define XXH_INLINE_ALL
@@ -210,10 +212,40 @@ struct JitLink {
   }
 };
 
+// ---- the device library override ----
+// $WEFT_DEVICE_LIBRARY_DIR (development only): a folder of device library cubins built elsewhere, named as the
+// build names them (weft_devlib_<library>.cubin, nvcc's command in CMakeLists.txt), which replace the embedded
+// ones. Device code can then be changed and measured on a GPU machine that has nvcc but not the libraries
+// libweft links (LLVM, SQLite), without relinking libweft: ptxas of the inlined task loop is most of a build.
+// The cubins must come from the same device sources' ABI (task_abi.h); their bytes enter
+// device_library_version(), so kernels linked against them never share cache entries with the embedded ones.
+const char* library_override_dir() {
+  const char* dir = std::getenv("WEFT_DEVICE_LIBRARY_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : nullptr;
+}
+
+std::vector<char> read_library_override(const std::string& dir, const std::string& library) {
+  const fs::path path = fs::path(dir) / ("weft_devlib_" + library + ".cubin");
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof())
+    fail(Status::io, "WEFT_DEVICE_LIBRARY_DIR is set, but the device library " + path.string() + " could not be read");
+  if (bytes.empty())
+    fail(Status::io, "WEFT_DEVICE_LIBRARY_DIR is set, but " + path.string() +
+                         " is missing or empty (the device library " + library + " this kernel links; unset the "
+                         "variable to use the embedded one)");
+  return bytes;
+}
+
 std::vector<char> jit_link(const std::vector<char>& kernel, const CompileOptions& o, std::string& log, const Dump& dump) {
   const std::string& arch = o.arch;
   const std::string library = o.tensor_cores ? arch : arch + "_simt";
-  const devlib::EmbeddedBinary lib = devlib::library_cubin(library);
+  devlib::EmbeddedBinary lib = devlib::library_cubin(library);
+  std::vector<char> replaced;
+  if (const char* dir = library_override_dir()) {
+    replaced = read_library_override(dir, library);
+    lib = {reinterpret_cast<const unsigned char*>(replaced.data()), replaced.size()};
+  }
   if (lib.data == nullptr || lib.size == 0)
     fail(Status::internal, "the device library " + library + " is not embedded in this build of libweft");
   const std::string arch_opt = "-arch=" + arch;
@@ -268,7 +300,32 @@ CompiledKernel compile_kernel(const std::string& generated_source, const Compile
   return out;
 }
 
-std::string device_library_version() { return devlib::version(); }
+std::string device_library_version() {
+  const char* dir = library_override_dir();
+  if (dir == nullptr) return devlib::version();
+  // Every cubin the override folder holds, by name and bytes, in name order.
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("weft_devlib_", 0) == 0 && e.path().extension() == ".cubin") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  for (const fs::path& f : files) {
+    const std::string name = f.filename().string();
+    XXH3_64bits_update(st, name.data(), name.size() + 1);
+    std::ifstream in(f, std::ios::binary);
+    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    XXH3_64bits_update(st, bytes.data(), bytes.size());
+  }
+  const unsigned long long h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", h);
+  return std::string(devlib::version()) + "+override-" + hex;
+}
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;

@@ -32,9 +32,12 @@ struct CompiledKernel {
 //   Status::compile      NVRTC or nvJitLink failed; the message holds the full log.
 // With $WEFT_DUMP_DIR set, writes <hash>_kernel.cu, <hash>_nvrtc.log and <hash>_nvjitlink.log there (and
 // <hash>_kernel.cubin on success), <hash> being a short hash of the source and the options.
+// With $WEFT_DEVICE_LIBRARY_DIR set (development: device code rebuilt elsewhere), the device library is read from
+// <dir>/weft_devlib_<arch>[_simt].cubin instead of the embedded one; Status::io when that file is missing.
 CompiledKernel compile_kernel(const std::string& generated_source, const CompileOptions& options);
 
-// Hash of the embedded device library (sources and cubins): part of every cache key.
+// Hash of the embedded device library (sources and cubins): part of every cache key. With
+// $WEFT_DEVICE_LIBRARY_DIR set, also of the cubins in that folder.
 std::string device_library_version();
 // "major.minor" of the NVRTC / nvJitLink libraries loaded at run time.
 std::string nvrtc_version();

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "codegen/kernel_source.hpp"
+#include "compile/embedded_device_library.hpp"
 #include "compile/nvrtc_compiler.hpp"
 #include "core/error.hpp"
 #include "device/task_abi.h"
@@ -248,6 +249,39 @@ TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
     }
   }
   fs::remove_all(tmpl);
+}
+
+// $WEFT_DEVICE_LIBRARY_DIR: the kernel links the folder's cubin instead of the embedded one, a missing one is an
+// io error naming the file, and the folder's bytes enter the library version (so the cache keys).
+TEST(DeviceCompile, LibraryOverrideReplacesTheEmbeddedLibrary) {
+  ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
+  char tmpl[] = "/tmp/weft-devlib-override-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, embedded = device_library_version();
+  const fs::path cubin = fs::path(dir) / "weft_devlib_sm_90a.cubin";
+  {
+    ScopedEnv env("WEFT_DEVICE_LIBRARY_DIR", &dir);
+    try {
+      compile_kernel(kEventsKernel, CompileOptions{"sm_90a", true, {}});
+      ADD_FAILURE() << "linked without the override's cubin";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::io);
+      EXPECT_NE(std::string(e.what()).find(cubin.string()), std::string::npos) << e.what();
+    }
+    const devlib::EmbeddedBinary lib = devlib::library_cubin("sm_90a");
+    ASSERT_NE(lib.data, nullptr);
+    std::ofstream(cubin, std::ios::binary).write(reinterpret_cast<const char*>(lib.data), static_cast<std::streamsize>(lib.size));
+    const CompiledKernel k = compile_kernel(kEventsKernel, CompileOptions{"sm_90a", true, {}});
+    EXPECT_TRUE(is_elf(k.cubin));
+    EXPECT_TRUE(contains(k.cubin, "weft_event_wait"));
+    const std::string v1 = device_library_version();
+    EXPECT_EQ(v1.rfind(embedded + "+override-", 0), 0u) << v1;
+    EXPECT_EQ(device_library_version(), v1);
+    std::ofstream(cubin, std::ios::binary | std::ios::app).put('\0');
+    EXPECT_NE(device_library_version(), v1);
+  }
+  EXPECT_EQ(device_library_version(), embedded);
+  fs::remove_all(dir);
 }
 
 TEST(DeviceCompile, Versions) {

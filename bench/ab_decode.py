@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Side-by-side decode latency of several weft builds (A/B), in one run on one GPU.
+
+Each variant is LABEL=BUILD[:TUNE]: a build folder (or a scripts/gpu-bundle.sh .tar.xz archive, unpacked once)
+holding samples/weft_generate and libweft, and optionally a $WEFT_TUNE value. For every model (a random checkpoint
+written by the first build's `weft checkpoint`), repetition and mode (step: one launch per token; loop: every step
+in one launch), the variants run interleaved, so that a drift of the machine falls on all of them alike; each run
+gives weft_generate's median per-token latency (CUDA events). Each build keeps its own kernel cache.
+
+    python3 bench/ab_decode.py base=b0.tar.xz new=b1.tar.xz new-fullring=b1.tar.xz:8 \
+        [--models llama-3.2-1b,qwen3-0.6b] [--reps 3] [--steps 128] [--batch 1] [--trace] [--out ab.json]
+
+Prints one row per (model, mode, variant): the medians of every repetition and their median. --trace also writes
+a WEFT_TRACE of each variant (32 steps, step mode) and prints bench/trace_summary.py's table for it.
+"""
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_dir(path, work):
+    """A build folder for `path`: itself, or an archive unpacked under `work` (once)."""
+    if os.path.isdir(path):
+        return os.path.abspath(path)
+    out = os.path.join(work, re.sub(r"[^A-Za-z0-9_.-]", "_", os.path.basename(path)))
+    if not os.path.isdir(out):
+        os.makedirs(out)
+        with tarfile.open(path) as t:
+            t.extractall(out)
+    return out
+
+
+def run_generate(build, model, ids, args, mode, steps, tune, cache, trace=None):
+    env = dict(os.environ, LD_LIBRARY_PATH=build, WEFT_CACHE_DIR=cache, WEFT_TUNE=str(tune))
+    if trace:
+        env["WEFT_TRACE"] = trace
+    cmd = [os.path.join(build, "samples", "weft_generate"), model, "--prompt-ids", ";".join([ids] * args.batch),
+           "--steps", str(steps), "--mode", mode, "--max-batch", str(args.batch)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    m = re.search(r"median ([0-9.]+) ms", p.stdout)
+    if p.returncode != 0 or not m:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {(p.stderr or p.stdout)[-400:]}")
+    tokens = re.search(r"^row 0:(.*)$", p.stdout, re.M)
+    return float(m.group(1)), (tokens.group(1).split()[:16] if tokens else [])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("variants", nargs="+", help="LABEL=BUILD_DIR_OR_ARCHIVE[:WEFT_TUNE]")
+    ap.add_argument("--models", default="llama-3.2-1b,qwen3-0.6b", help="shapes `weft checkpoint` writes")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--prompt-len", type=int, default=64)
+    ap.add_argument("--modes", default="step,loop")
+    ap.add_argument("--trace", action="store_true", help="also a WEFT_TRACE summary of each variant")
+    ap.add_argument("--work", default=None, help="folder for checkpoints, unpacked builds and caches")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per weft_generate run")
+    ap.add_argument("--out", default=None, help="JSON with every measurement")
+    args = ap.parse_args()
+
+    work = args.work or tempfile.mkdtemp(prefix="weft_ab_")
+    variants = []
+    for v in args.variants:
+        label, _, rest = v.partition("=")
+        if not label or not rest:
+            ap.error(f"variant '{v}' is not LABEL=BUILD[:TUNE]")
+        path, _, tune = rest.partition(":")
+        variants.append(dict(label=label, build=build_dir(path, work), tune=int(tune, 0) if tune else 0,
+                             cache=os.path.join(work, "cache_" + label)))
+    random.seed(1)
+    ids = ",".join(str(random.randrange(1, 30000)) for _ in range(args.prompt_len))
+    first = variants[0]["build"]
+    results = []
+    for model in args.models.split(","):
+        folder = os.path.join(work, model)
+        if not os.path.isdir(folder):
+            subprocess.run([os.path.join(first, "weft"), "checkpoint", model, folder], check=True,
+                           env=dict(os.environ, LD_LIBRARY_PATH=first), stdout=subprocess.DEVNULL)
+        for rep in range(args.reps):
+            for mode in args.modes.split(","):
+                for v in variants:
+                    ms, tokens = run_generate(v["build"], folder, ids, args, mode, args.steps, v["tune"], v["cache"])
+                    results.append(dict(model=model, mode=mode, variant=v["label"], tune=v["tune"], rep=rep, ms=ms,
+                                        tokens=tokens))
+                    print(f"{model} {mode} {v['label']} rep {rep}: {ms:.4f} ms", flush=True)
+        if args.trace:
+            for v in variants:
+                path = os.path.join(work, f"trace_{model}_{v['label']}.json")
+                run_generate(v["build"], folder, ids, args, "step", 32, v["tune"], v["cache"], trace=path)
+                print(f"\n== trace: {model}, {v['label']} ==", flush=True)
+                subprocess.run([sys.executable, os.path.join(HERE, "trace_summary.py"), path])
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(dict(variants=variants, results=results), f, indent=1)
+    print(f"\n{'model':14} {'mode':5} {'variant':16} {'median ms':>10}  per repetition")
+    for model in args.models.split(","):
+        for mode in args.modes.split(","):
+            for v in variants:
+                ms = [r["ms"] for r in results if (r["model"], r["mode"], r["variant"]) == (model, mode, v["label"])]
+                print(f"{model:14} {mode:5} {v['label']:16} {statistics.median(ms):10.4f}  "
+                      + " ".join(f"{x:.4f}" for x in ms))
+
+
+if __name__ == "__main__":
+    main()

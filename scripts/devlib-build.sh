@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the device library cubins from this checkout's src/device with the build's own nvcc command
+# (CMakeLists.txt), into OUT_DIR, for use through $WEFT_DEVICE_LIBRARY_DIR: on a GPU machine that has nvcc but not
+# libweft's build dependencies, device code can be changed and measured with a libweft built elsewhere.
+#   bash scripts/devlib-build.sh OUT_DIR [ARCH ...]      (default sm_90a; both variants of each, in parallel)
+#   WEFT_DEVICE_LIBRARY_DIR=OUT_DIR build/samples/weft_generate ...
+# Extra nvcc flags (a -D switch, say) go in $DEVLIB_NVCC_FLAGS. Only the device library is replaced: the
+# headers generated kernels include (task_abi.h, config.cuh, weft_device.h, common.cuh) stay the embedded ones.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="${1:?usage: devlib-build.sh OUT_DIR [ARCH ...]}"
+shift
+archs=("${@:-sm_90a}")
+nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+regs=$(sed -n 's/^#define WEFT_MAX_REGISTERS \([0-9]*\)$/\1/p' "$root/src/device/config.cuh")
+mkdir -p "$out"
+pids=()
+for arch in "${archs[@]}"; do
+  for variant in full simt; do
+    name=$arch defs=()
+    [ "$variant" = simt ] && name=${arch}_simt defs=(-DWEFT_DEVLIB_TENSOR_CORES=0)
+    # shellcheck disable=SC2086
+    "$nvcc" -std=c++17 -arch="$arch" -rdc=true -cubin -maxrregcount="$regs" "${defs[@]}" ${DEVLIB_NVCC_FLAGS:-} \
+      -o "$out/weft_devlib_$name.cubin" "$root/src/device/device_library.cu" &
+    pids+=($!)
+  done
+done
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+ls -l "$out"
+exit $status
