@@ -224,16 +224,20 @@ const char* library_override_dir() {
   return dir != nullptr && *dir != '\0' ? dir : nullptr;
 }
 
+// A whole file; empty when it cannot be read.
+std::vector<char> file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 std::vector<char> read_library_override(const std::string& dir, const std::string& library) {
   const fs::path path = fs::path(dir) / ("weft_devlib_" + library + ".cubin");
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof())
-    fail(Status::io, "WEFT_DEVICE_LIBRARY_DIR is set, but the device library " + path.string() + " could not be read");
+  std::vector<char> bytes = file_bytes(path);
   if (bytes.empty())
     fail(Status::io, "WEFT_DEVICE_LIBRARY_DIR is set, but " + path.string() +
-                         " is missing or empty (the device library " + library + " this kernel links; unset the "
-                         "variable to use the embedded one)");
+                         " is missing, unreadable or empty (the device library " + library + " this kernel links; "
+                         "unset the variable to use the embedded one)");
   return bytes;
 }
 
@@ -311,19 +315,13 @@ std::string device_library_version() {
     if (name.rfind("weft_devlib_", 0) == 0 && e.path().extension() == ".cubin") files.push_back(e.path());
   }
   std::sort(files.begin(), files.end());
-  XXH3_state_t* st = XXH3_createState();
-  XXH3_64bits_reset(st);
+  std::string digest;
   for (const fs::path& f : files) {
-    const std::string name = f.filename().string();
-    XXH3_64bits_update(st, name.data(), name.size() + 1);
-    std::ifstream in(f, std::ios::binary);
-    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    XXH3_64bits_update(st, bytes.data(), bytes.size());
+    const std::vector<char> bytes = file_bytes(f);
+    digest += f.filename().string() + ':' + std::to_string(XXH3_64bits(bytes.data(), bytes.size())) + ';';
   }
-  const unsigned long long h = XXH3_64bits_digest(st);
-  XXH3_freeState(st);
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", h);
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(digest.data(), digest.size())));
   return std::string(devlib::version()) + "+override-" + hex;
 }
 
