@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Side-by-side decode latency of several weft builds (A/B), in one run on one GPU.
 
-Each variant is LABEL=BUILD[:TUNE[:DEVLIB]]: a build folder (or a scripts/gpu-bundle.sh .tar.xz archive, unpacked
-once) holding samples/weft_generate and libweft, optionally a $WEFT_TUNE value and a folder of device library
-cubins to link instead of the embedded ones ($WEFT_DEVICE_LIBRARY_DIR, from scripts/devlib-build.sh). For every
+Each variant is LABEL=BUILD[:TUNE[:DEVLIB[:ENV]]]: a build folder (or a scripts/gpu-bundle.sh .tar.xz archive,
+unpacked once) holding samples/weft_generate and libweft, optionally a $WEFT_TUNE value, a folder of device library
+cubins to link instead of the embedded ones ($WEFT_DEVICE_LIBRARY_DIR, from scripts/devlib-build.sh) and
+environment settings for that variant's runs (NAME=VALUE,NAME=VALUE: WEFT_FUSE_LINEAR_INPUTS=0, say). For every
 model (a random checkpoint written by the first build's `weft checkpoint`), repetition and mode (step: one launch
 per token; loop: every step in one launch), the variants run interleaved, so that a drift of the machine falls on
 all of them alike; each run gives weft_generate's median per-token latency (CUDA events). Each variant keeps its
 own kernel cache.
 
     python3 bench/ab_decode.py base=b0.tar.xz new=b1.tar.xz new-fullring=b1.tar.xz:8 new-dev=b1.tar.xz:0:devlib \
+        new-unfused=b1.tar.xz:0::WEFT_FUSE_LINEAR_INPUTS=0 \
         [--models llama-3.2-1b,qwen3-0.6b] [--reps 3] [--steps 128] [--batch 1] [--trace] [--out ab.json]
 
 Prints one row per (model, mode, variant): the medians of every repetition and their median. --trace also writes
@@ -41,11 +43,12 @@ def build_dir(path, work):
     return out
 
 
-def run_generate(build, model, ids, args, mode, steps, tune, cache, devlib, trace=None):
+def run_generate(build, model, ids, args, mode, steps, tune, cache, devlib, extra_env, trace=None):
     env = dict(os.environ, LD_LIBRARY_PATH=build, WEFT_CACHE_DIR=cache, WEFT_TUNE=str(tune))
     env.pop("WEFT_DEVICE_LIBRARY_DIR", None)
     if devlib:
         env["WEFT_DEVICE_LIBRARY_DIR"] = devlib
+    env.update(extra_env)
     if trace:
         env["WEFT_TRACE"] = trace
     cmd = [os.path.join(build, "samples", "weft_generate"), model, "--prompt-ids", ";".join([ids] * args.batch),
@@ -78,11 +81,18 @@ def main():
     for v in args.variants:
         label, _, rest = v.partition("=")
         if not label or not rest:
-            ap.error(f"variant '{v}' is not LABEL=BUILD[:TUNE]")
+            ap.error(f"variant '{v}' is not LABEL=BUILD[:TUNE[:DEVLIB[:ENV]]]")
         path, _, rest = rest.partition(":")
-        tune, _, devlib = rest.partition(":")
+        tune, _, rest = rest.partition(":")
+        devlib, _, env_text = rest.partition(":")
+        extra_env = {}
+        for setting in filter(None, env_text.split(",")):
+            name, eq, value = setting.partition("=")
+            if not name or not eq:
+                ap.error(f"variant '{v}': environment setting '{setting}' is not NAME=VALUE")
+            extra_env[name] = value
         variants.append(dict(label=label, build=build_dir(path, work), tune=int(tune, 0) if tune else 0,
-                             devlib=os.path.abspath(devlib) if devlib else None,
+                             devlib=os.path.abspath(devlib) if devlib else None, env=extra_env,
                              cache=os.path.join(work, "cache_" + label)))
     random.seed(1)
     ids = ",".join(str(random.randrange(1, 30000)) for _ in range(args.prompt_len))
@@ -97,14 +107,15 @@ def main():
             for mode in args.modes.split(","):
                 for v in variants:
                     ms, tokens = run_generate(v["build"], folder, ids, args, mode, args.steps, v["tune"], v["cache"],
-                                              v["devlib"])
+                                              v["devlib"], v["env"])
                     results.append(dict(model=model, mode=mode, variant=v["label"], tune=v["tune"], rep=rep, ms=ms,
                                         tokens=tokens))
                     print(f"{model} {mode} {v['label']} rep {rep}: {ms:.4f} ms", flush=True)
         if args.trace:
             for v in variants:
                 path = os.path.join(work, f"trace_{model}_{v['label']}.json")
-                run_generate(v["build"], folder, ids, args, "step", 32, v["tune"], v["cache"], v["devlib"], trace=path)
+                run_generate(v["build"], folder, ids, args, "step", 32, v["tune"], v["cache"], v["devlib"], v["env"],
+                             trace=path)
                 print(f"\n== trace: {model}, {v['label']} ==", flush=True)
                 subprocess.run([sys.executable, os.path.join(HERE, "trace_summary.py"), path])
     if args.out:

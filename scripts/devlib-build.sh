@@ -2,7 +2,7 @@
 # Builds the device library cubins from this checkout's src/device with the build's own nvcc command
 # (CMakeLists.txt), into OUT_DIR, for use through $WEFT_DEVICE_LIBRARY_DIR: on a GPU machine that has nvcc but not
 # libweft's build dependencies, device code can be changed and measured with a libweft built elsewhere.
-#   bash scripts/devlib-build.sh OUT_DIR [ARCH ...]      (default sm_90a; both variants of each, in parallel)
+#   bash scripts/devlib-build.sh OUT_DIR [ARCH ...]      (default sm_90a; every variant of each, in parallel)
 #   WEFT_DEVICE_LIBRARY_DIR=OUT_DIR build/samples/weft_generate ...
 # Extra nvcc flags (a -D switch, say) go in $DEVLIB_NVCC_FLAGS. Only the device library is replaced: the
 # headers generated kernels include (task_abi.h, config.cuh, weft_device.h, common.cuh) stay the embedded ones.
@@ -16,9 +16,12 @@ regs=$(sed -n 's/^#define WEFT_MAX_REGISTERS \([0-9]*\)$/\1/p' "$root/src/device
 mkdir -p "$out"
 pids=()
 for arch in "${archs[@]}"; do
-  for variant in full simt; do
+  variants=(full simt)
+  [ "$arch" != sm_80 ] && variants+=(wide)
+  for variant in "${variants[@]}"; do
     name=$arch defs=()
     [ "$variant" = simt ] && name=${arch}_simt defs=(-DWEFT_DEVLIB_TENSOR_CORES=0)
+    [ "$variant" = wide ] && name=${arch}_wide defs=(-DWEFT_DEVLIB_WIDE_SMEM=1)
     # shellcheck disable=SC2086
     "$nvcc" -std=c++17 -arch="$arch" -rdc=true -cubin -maxrregcount="$regs" "${defs[@]}" ${DEVLIB_NVCC_FLAGS:-} \
       -o "$out/weft_devlib_$name.cubin" "$root/src/device/device_library.cu" &

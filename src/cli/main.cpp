@@ -127,6 +127,8 @@ int cmd_compile(const Args& a) {
   std::printf("events     %lld\n", static_cast<long long>(r.num_events));
   std::printf("arena      %lld bytes\n", static_cast<long long>(r.arena_bytes));
   std::printf("cubin      %zu bytes\n", r.cubin.size());
+  std::printf("smem       %d bytes per block (device library %s)\n", r.smem_bytes,
+              !r.tensor_cores ? "without tensor-core tiles" : r.smem_bytes == WEFT_SMEM_BYTES_WIDE ? "wide" : "full");
   std::printf("cache      %s (key %s)\n", cache ? (r.cache_hit ? "hit" : "miss") : "off", r.key_hex.c_str());
   std::printf("time       %.1f ms (lower+schedule+verify %.1f ms, NVRTC+nvJitLink %.1f ms)\n", r.total_ms, r.lower_ms, r.compile_ms);
   return 0;
@@ -136,12 +138,15 @@ int cmd_inspect(const Args& a) {
   const Graph g = load_graph(a.file);
   std::fputs(graph_to_text(g).c_str(), stdout);
   const int32_t sms = a.sms > 0 ? a.sms : default_sm_count(a.arch);
-  TaskGraph tg = lower(g, symbol_values(g, a.set), LowerOptions{sms});
+  bool wide = false;
+  TaskGraph tg = lower_for_device(g, symbol_values(g, a.set), sms, arch_sm(a.arch), wide);
   const MemoryPlan plan = plan_memory(g, tg);
   finalize_events(tg);
   const Schedule s = schedule_static(tg, sms);
-  std::printf("\ntask graph for %s (%d queues): %zu tasks, %zu events, arena %lld bytes, estimated %.1f us\n",
-              a.arch.c_str(), sms, tg.tasks.size(), tg.events.size(), static_cast<long long>(plan.arena_bytes), s.estimated_us);
+  std::printf("\ntask graph for %s (%d queues, %d bytes of shared memory): %zu tasks, %zu events, arena %lld bytes, "
+              "estimated %.1f us\n",
+              a.arch.c_str(), sms, wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE, tg.tasks.size(), tg.events.size(),
+              static_cast<long long>(plan.arena_bytes), s.estimated_us);
   std::printf("  %-24s %-18s %10s %8s %10s %10s\n", "op", "output", "grid", "tasks", "waits/task", "bytes/task");
   for (size_t n = 0; n < g.nodes().size(); ++n) {
     const TileGrid& grid = tg.grids[n];

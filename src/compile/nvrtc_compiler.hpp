@@ -17,6 +17,9 @@ struct CompileOptions {
   // whose task loop is smaller (fewer spills), only for kernels none of whose tasks can take them
   // (may_use_tensor_core_tiles in lower/task_graph.hpp): a fused linear tile sized for them fails without.
   bool tensor_cores = true;
+  // With tensor_cores: link the library built for the wide shared memory ("<arch>_wide", sm_90 and later; the
+  // kernel must then be launched with WEFT_SMEM_BYTES_WIDE; see lower_for_device in lower/task_graph.hpp).
+  bool wide_smem = false;
 };
 
 struct CompiledKernel {
@@ -33,7 +36,7 @@ struct CompiledKernel {
 // With $WEFT_DUMP_DIR set, writes <hash>_kernel.cu, <hash>_nvrtc.log and <hash>_nvjitlink.log there (and
 // <hash>_kernel.cubin on success), <hash> being a short hash of the source and the options.
 // With $WEFT_DEVICE_LIBRARY_DIR set (development: device code rebuilt elsewhere), the device library is read from
-// <dir>/weft_devlib_<arch>[_simt].cubin instead of the embedded one; Status::io when that file is missing.
+// <dir>/weft_devlib_<arch>[_simt|_wide].cubin instead of the embedded one; Status::io when that file is missing.
 CompiledKernel compile_kernel(const std::string& generated_source, const CompileOptions& options);
 
 // Hash of the embedded device library (sources and cubins): part of every cache key. With

@@ -20,9 +20,21 @@
 #define WEFT_MAX_REGISTERS 255
 
 // The most dynamic shared memory a device op uses through its `smem` argument; the kernel is launched with
-// this much (one block per SM: the streamed GEMV keeps 64 KiB of weights in flight next to its x rows). Below
-// the 163 KiB an sm_80 block may opt into.
-#define WEFT_SMEM_BYTES (160 * 1024)
+// this much (one block per SM: the streamed GEMV keeps 64 KiB of weights in flight next to its x rows).
+// WEFT_SMEM_BYTES_BASE fits the 163 KiB an sm_80 block may opt into. On sm_90 and later (227 KiB per block, less
+// the task loop's static shared memory) a kernel whose tensor-core tiles then need fewer row blocks links the
+// device library built with WEFT_DEVLIB_WIDE_SMEM ("<arch>_wide") and runs with WEFT_SMEM_BYTES_WIDE: 8 x rows
+// of K 8192 fit beside the ring, so batched decode streams the down projection's weights once per 8 rows instead
+// of once per 4. Only where it cuts row blocks (lower_for_device): the larger carve-out leaves L1, which holds the
+// task loop's spills, ~28 KiB instead of ~92 (Qwen3-0.6B at batch 8, whose tiles fit either way, ran 0-3% slower).
+#define WEFT_SMEM_BYTES_BASE (160 * 1024)
+#define WEFT_SMEM_BYTES_WIDE (220 * 1024)
+#define WEFT_SMEM_WIDE_MIN_SM 90  // compute capability (x10) from which WEFT_SMEM_BYTES_WIDE fits a block
+#if defined(WEFT_DEVLIB_WIDE_SMEM) && WEFT_DEVLIB_WIDE_SMEM
+#define WEFT_SMEM_BYTES WEFT_SMEM_BYTES_WIDE
+#else
+#define WEFT_SMEM_BYTES WEFT_SMEM_BYTES_BASE
+#endif
 
 // The streamed GEMV's shared memory (gemv_stream.cuh, gemv_mma.cuh): a ring of weight stages, then the tile's
 // x rows, and the last bytes block-reduction scratch of a fused x stage. Lowering sizes tiles with the same numbers.
@@ -39,8 +51,9 @@
 #define WEFT_MMA_X_PAD 8
 #define WEFT_MMA_PARTIAL_BYTES_PER_ROW 512
 #define WEFT_MMA_ROW_BYTES(k, esize) (((k) + WEFT_MMA_X_PAD) * (esize) + WEFT_MMA_PARTIAL_BYTES_PER_ROW)
-#define WEFT_MMA_ROWS_FIT(k, esize) \
-  ((WEFT_SMEM_BYTES - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES - (k) * (esize)) / WEFT_MMA_ROW_BYTES(k, esize))
+#define WEFT_MMA_ROWS_FIT_IN(smem, k, esize) \
+  (((smem) - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES - (k) * (esize)) / WEFT_MMA_ROW_BYTES(k, esize))
+#define WEFT_MMA_ROWS_FIT(k, esize) WEFT_MMA_ROWS_FIT_IN(WEFT_SMEM_BYTES, k, esize)
 
 // d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
 // has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole

@@ -298,4 +298,19 @@ void finalize_events(TaskGraph& tg) {
   tg.tile_event_base.clear();
 }
 
+TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide) {
+  TaskGraph base = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_BASE});
+  wide = false;
+  if (sm < WEFT_SMEM_WIDE_MIN_SM || !may_use_tensor_core_tiles(base)) return base;
+  TaskGraph w = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_WIDE});
+  // The wide size only changes grids by allowing more rows per tensor-core tile (fewer row blocks, or a linear
+  // that had too many for the streamed path taking it).
+  for (size_t n = 0; n < w.grids.size(); ++n)
+    if (w.grids[n].row_block != base.grids[n].row_block) {
+      wide = true;
+      return w;
+    }
+  return base;
+}
+
 }  // namespace weft

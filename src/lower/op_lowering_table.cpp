@@ -105,9 +105,10 @@ void head_rmsnorm_args(const LowerCtx& c, weft_task_args& a) {
 
 // Row blocks a tensor-core streamed tile allows (gemv_mma.cuh): bf16/f16 weights with K a multiple of the
 // stage, rows in blocks of at most WEFT_MMA_MAX_ROWS that fit beside the ring. 0 when it does not apply.
-int64_t mma_row_block(int64_t rows, int64_t k, int64_t esize, int64_t max_blocks) {
+int64_t mma_row_block(const LowerCtx& c, int64_t rows, int64_t k, int64_t esize, int64_t max_blocks) {
   if (esize != 2 || k <= 0 || k % WEFT_MMA_K_MULTIPLE != 0 || rows < WEFT_MMA_MIN_ROWS) return 0;
-  const int64_t most = std::min<int64_t>(WEFT_MMA_MAX_ROWS, WEFT_MMA_ROWS_FIT(k, esize));
+  const int64_t most =
+      std::min<int64_t>(WEFT_MMA_MAX_ROWS, WEFT_MMA_ROWS_FIT_IN(int64_t{c.options().mma_smem_bytes}, k, esize));
   if (most < WEFT_MMA_MIN_ROWS) return 0;
   const int64_t blocks = ceil_div(rows, most);
   if (blocks > max_blocks) return 0;
@@ -127,7 +128,7 @@ TileGrid decode_linear_grid(const LowerCtx& c, int64_t row_block) {
 TileGrid linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
   if (v.rows <= kDecodeRows) return decode_linear_grid(c, v.rows);
-  const int64_t mma = mma_row_block(v.rows, c.in_shape(1)[1], static_cast<int64_t>(dtype_size(c.in_dtype(1))), 4);
+  const int64_t mma = mma_row_block(c, v.rows, c.in_shape(1)[1], static_cast<int64_t>(dtype_size(c.in_dtype(1))), 4);
   if (mma > 0) return decode_linear_grid(c, mma);
   return column_grid(c, 8, 8, 64);
 }
@@ -149,7 +150,7 @@ TileGrid fused_linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
   const size_t w = static_cast<size_t>(fused_weight_operand(c));
   const int64_t k = c.in_shape(w)[1], esize = static_cast<int64_t>(dtype_size(c.in_dtype(w)));
-  const int64_t mma = mma_row_block(v.rows, k, esize, std::numeric_limits<int64_t>::max());
+  const int64_t mma = mma_row_block(c, v.rows, k, esize, std::numeric_limits<int64_t>::max());
   if (mma > 0) return decode_linear_grid(c, mma);
   const int64_t rows = std::clamp<int64_t>(kFusedLinearMaxRowBytes / (k * esize), 1, kDecodeRows);
   return decode_linear_grid(c, std::min(v.rows, rows));

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "device/config.cuh"
 #include "device/task_abi.h"
 #include "graph/graph.hpp"
 
@@ -100,12 +101,21 @@ struct TaskGraph {
 
 struct LowerOptions {
   int32_t num_sms = 132;  // tiles are sized so that big ops spread over this many SMs
+  // The kernel's dynamic shared memory (WEFT_SMEM_BYTES_BASE or _WIDE, see lower_for_device): how many x rows a
+  // tensor-core tile may have.
+  int32_t mma_smem_bytes = WEFT_SMEM_BYTES_BASE;
 };
 
 // Cuts every op of `g` into tasks for the concrete symbol values `symbols`, with an event for every tile and
 // row block and no notifies yet. Throws weft::Error (Status::unsupported) for an op instance the device library
 // cannot run, naming the op.
 TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions& options);
+
+// lower() for a kernel of compute capability `sm` (x10: 90 for sm_90a): with the base shared memory, or with the
+// wide one (WEFT_SMEM_BYTES_WIDE, `wide` set) where the arch has it and it gives some tensor-core op more rows
+// per tile — fewer row blocks, each weight streamed fewer times. Where it changes no grid the base size is kept:
+// its larger L1 holds the task loop's spills.
+TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide);
 
 // After every wait is known (lowering + memory plan): drops events nobody waits on, renumbers, and sets each
 // task's notifies (its row-block event and its tile event, where kept).

@@ -37,6 +37,7 @@ bool load_entry(const cache::Entry& e, CompileResult& r) {
     r.num_queues = meta.at("queues").get<int64_t>();
     r.arena_offsets = meta.at("arena_offsets").get<std::vector<int64_t>>();
     r.tensor_cores = meta.at("tensor_cores").get<bool>();
+    r.smem_bytes = meta.at("smem_bytes").get<int32_t>();
     if (r.num_tasks != static_cast<int64_t>(r.tables.tasks.size()) || r.num_queues != r.tables.num_queues())
       fail(Status::cache, "metadata and task tables disagree");
   } catch (const std::exception& ex) {
@@ -77,6 +78,13 @@ void dump_task_graph(const Graph& g, const TaskGraph& tg, const Schedule& s, con
 
 }  // namespace
 
+int32_t arch_sm(const std::string& arch) {
+  if (arch == "sm_80") return 80;
+  if (arch == "sm_90a") return 90;
+  if (arch == "sm_100a") return 100;
+  invalid("target arch '" + arch + "' is not supported; expected sm_80, sm_90a or sm_100a");
+}
+
 int32_t default_sm_count(const std::string& arch) {
   if (arch == "sm_80") return 108;   // A100
   if (arch == "sm_90a") return 132;  // H100 SXM, H200
@@ -115,10 +123,13 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   const int32_t sms = request.num_sms > 0 ? request.num_sms : default_sm_count(request.arch);
   CompileOptions copts;
   copts.arch = request.arch;
-  // Everything that changes the code or the tables is in the key (the device library variant below is decided
-  // by lowering, a function of what the key holds).
+  // Everything that changes the code or the tables is in the key (the device library variant and the shared
+  // memory below are decided by lowering, a function of what the key holds).
+  const int32_t sm = arch_sm(request.arch);
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
-                                   ";smem=" + std::to_string(WEFT_SMEM_BYTES) + ";lineinfo=" + (copts.line_info ? "1" : "0") +
+                                   ";smem=" + std::to_string(WEFT_SMEM_BYTES_BASE) + "/" +
+                                   std::to_string(sm >= WEFT_SMEM_WIDE_MIN_SM ? WEFT_SMEM_BYTES_WIDE : 0) +
+                                   ";lineinfo=" + (copts.line_info ? "1" : "0") +
                                    ";codegen=" + codegen_version();
   const cache::CacheKey key = cache::make_key(cache::KeyParts{graph_hash(g), specialization_text(values), request.arch,
                                                               options_text, kVersionString, nvrtc_version(),
@@ -133,7 +144,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
     }
   }
 
-  TaskGraph tg = lower(g, values, LowerOptions{sms});
+  bool wide = false;
+  TaskGraph tg = lower_for_device(g, values, sms, sm, wide);
   const MemoryPlan plan = plan_memory(g, tg);
   finalize_events(tg);
   const Schedule schedule = schedule_static(tg, sms);
@@ -148,7 +160,9 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   r.lower_ms = ms_since(start);
 
   copts.tensor_cores = may_use_tensor_core_tiles(tg);
+  copts.wide_smem = wide;
   r.tensor_cores = copts.tensor_cores;
+  r.smem_bytes = wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
   const auto compile_start = std::chrono::steady_clock::now();
   const CompiledKernel kernel = compile_kernel(generate_megakernel_source(static_cast<int32_t>(g.tensors().size())), copts);
   r.compile_ms = ms_since(compile_start);
@@ -156,7 +170,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
 
   nlohmann::json meta = {{"kernel_name", kMegakernelName},
                          {"block_threads", WEFT_BLOCK_THREADS},
-                         {"smem_bytes", WEFT_SMEM_BYTES},
+                         {"smem_bytes", r.smem_bytes},
                          {"arch", request.arch},
                          {"queues", r.num_queues},
                          {"tasks", r.num_tasks},

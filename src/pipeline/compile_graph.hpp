@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cache/kernel_cache.hpp"
+#include "device/config.cuh"
 #include "graph/graph.hpp"
 #include "schedule/task_tables.hpp"
 
@@ -28,9 +29,13 @@ struct CompileResult {
   TaskTables tables;
   int64_t num_tasks = 0, num_events = 0, arena_bytes = 0, num_queues = 0;
   bool tensor_cores = true;  // linked with the device library that has the tensor-core tiles (CompileOptions)
+  int32_t smem_bytes = WEFT_SMEM_BYTES_BASE;  // the kernel's dynamic shared memory: base, or wide (lower_for_device)
   double lower_ms = 0, compile_ms = 0, total_ms = 0;
   std::vector<int64_t> arena_offsets;  // per tensor; -1 outside the arena
 };
+
+// The compute capability of a target arch as one number (sm_90a: 90); Status::invalid_argument for others.
+int32_t arch_sm(const std::string& arch);
 
 // The usual SM count of an arch (what a plain compile targets when no device is at hand).
 int32_t default_sm_count(const std::string& arch);

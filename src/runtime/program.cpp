@@ -161,12 +161,13 @@ std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& val
   try {
     check_cu(d.module_load_data(&v->module, v->compiled.cubin.data()), "cuModuleLoadData (megakernel)");
     check_cu(d.module_get_function(&v->function, v->module, kMegakernelName), "cuModuleGetFunction");
-    check_cu(d.func_set_attribute(v->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, WEFT_SMEM_BYTES),
+    check_cu(d.func_set_attribute(v->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, v->compiled.smem_bytes),
              "cuFuncSetAttribute (shared memory)");
     // Every queue's block must be resident at once: a persistent kernel whose blocks cannot all run would
     // wait on tasks that never start.
     int per_sm = 0;
-    check_cu(d.occupancy_max_blocks(&per_sm, v->function, WEFT_BLOCK_THREADS, WEFT_SMEM_BYTES), "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    check_cu(d.occupancy_max_blocks(&per_sm, v->function, WEFT_BLOCK_THREADS, v->compiled.smem_bytes),
+             "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     if (per_sm * device_->sm_count() < v->compiled.tables.num_queues())
       fail(Status::unsupported, "the megakernel needs " + std::to_string(v->compiled.tables.num_queues()) +
                                     " resident blocks but " + device_->name() + " fits " + std::to_string(per_sm * device_->sm_count()));
@@ -429,7 +430,7 @@ void Program::launch_resolved(const SymbolValues& values, const SymbolValues& co
   void* params[] = {&v.tasks, &v.waits, &v.notifies, &v.queue_offsets, &v.queue_tasks, &v.events,
                     slots.data(), &epoch, &timeout, &error, &error_info, &lp, &trace, &tuning, &symbols};
   const CUresult launched = d.launch_kernel(v.function, static_cast<unsigned>(v.compiled.tables.num_queues()), 1, 1,
-                                           WEFT_BLOCK_THREADS, 1, 1, WEFT_SMEM_BYTES, stream, params, nullptr);
+                                           WEFT_BLOCK_THREADS, 1, 1, static_cast<unsigned>(v.compiled.smem_bytes), stream, params, nullptr);
   if (launched != CUDA_SUCCESS) check_cu(launched, "cuLaunchKernel (megakernel of graph '" + graph_.name() + "')");
   v.epoch += static_cast<unsigned int>(steps);
   if (loop) {

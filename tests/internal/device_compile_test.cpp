@@ -83,20 +83,33 @@ TEST_P(DeviceCompileArch, EventPrimitivesLink) {
 TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
   std::vector<std::vector<char>> cubins;
-  for (bool tensor_cores : {true, false}) {
+  // The libraries: full, without tensor-core tiles, and (sm_90 and later) full for the wide shared memory.
+  const bool has_wide = std::string(GetParam()) != "sm_80";
+  for (int variant = 0; variant < (has_wide ? 3 : 2); ++variant) {
+    const bool tensor_cores = variant != 1;
     CompileOptions o{GetParam(), false, {}};
     o.tensor_cores = tensor_cores;
+    o.wide_smem = variant == 2;
     const CompiledKernel k = compile_kernel(generate_megakernel_source(64), o);
     ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
     EXPECT_TRUE(contains(k.cubin, kMegakernelName));
     EXPECT_TRUE(contains(k.cubin, "weft_dev_run_queues"));
     EXPECT_GT(k.compile_ms, 0);
     EXPECT_GT(k.link_ms, 0);
-    std::cout << "[ timing   ] " << GetParam() << (tensor_cores ? "" : " (no tensor-core tiles)") << " megakernel: NVRTC "
+    std::cout << "[ timing   ] " << GetParam() << (tensor_cores ? o.wide_smem ? " (wide)" : "" : " (no tensor-core tiles)")
+              << " megakernel: NVRTC "
               << k.compile_ms << " ms, nvJitLink " << k.link_ms << " ms, cubin " << k.cubin.size() << " bytes\n";
     cubins.push_back(k.cubin);
   }
   EXPECT_NE(cubins[0], cubins[1]) << "both options linked the same device library";
+  if (has_wide) {
+    EXPECT_NE(cubins[2], cubins[0]) << "the wide option linked the full library";
+    EXPECT_NE(cubins[2], cubins[1]) << "the wide option linked the library without tensor-core tiles";
+  } else {
+    CompileOptions o{GetParam(), false, {}};
+    o.wide_smem = true;
+    EXPECT_THROW(compile_kernel(generate_megakernel_source(64), o), Error) << "sm_80 has no wide library";
+  }
 }
 
 TEST_P(DeviceCompileArch, SyntaxErrorGivesTheNvrtcLog) {
@@ -223,8 +236,9 @@ TEST(DeviceCompile, DumpDirKeepsTheLogOfAFailure) {
 }
 
 // The whole pipeline picks the device library from the lowered tasks and records it with the kernel: a batch-1
-// specialization of a bf16 decoder links the one without tensor-core tiles, a batch-4 one the full library;
-// a cache hit returns what was recorded.
+// specialization of a bf16 decoder links the one without tensor-core tiles, a batch-4 one the full library,
+// which on sm_90a runs with the wide shared memory (WEFT_SMEM_BYTES_WIDE; sm_80: the base size, as every
+// CUDA-core kernel); a cache hit returns what was recorded.
 TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
   char tmpl[] = "/tmp/weft-devlib-choice-XXXXXX";
@@ -240,12 +254,35 @@ TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
       const CompileResult fresh = compile_graph(g, req, &kc);
       ASSERT_FALSE(fresh.cache_hit);
       EXPECT_EQ(fresh.tensor_cores, batch > 1) << batch;
+      EXPECT_EQ(fresh.smem_bytes, WEFT_SMEM_BYTES_BASE) << batch << ": its tiles fit the base size";
+      EXPECT_NE(fresh.metadata.find("\"smem_bytes\":" + std::to_string(fresh.smem_bytes)), std::string::npos)
+          << fresh.metadata;
       EXPECT_NE(fresh.metadata.find(batch > 1 ? "\"tensor_cores\":true" : "\"tensor_cores\":false"), std::string::npos)
           << fresh.metadata;
       const CompileResult hit = compile_graph(g, req, &kc);
       ASSERT_TRUE(hit.cache_hit);
       EXPECT_EQ(hit.tensor_cores, fresh.tensor_cores) << batch;
+      EXPECT_EQ(hit.smem_bytes, fresh.smem_bytes) << batch;
       EXPECT_EQ(hit.cubin, fresh.cubin) << batch;
+    }
+    // A Llama-3.2-1B layer at batch 8: its down projection (K 8192) fits 8 rows per tile only in the wide size.
+    DecoderShape llama = llama_3_2_1b_shape();
+    llama.layers = 1;
+    llama.max_batch = 8;
+    llama.max_seq = 64;
+    const Graph lg = build_decoder_graph(llama);
+    for (const char* arch : {"sm_90a", "sm_80"}) {
+      CompileRequest req;
+      req.arch = arch;
+      req.symbols = SymbolValues(lg.symbols().size(), 8);
+      const CompileResult r = compile_graph(lg, req, &kc);
+      const bool wide = std::string(arch) == "sm_90a";
+      EXPECT_TRUE(r.tensor_cores) << arch;
+      EXPECT_EQ(r.smem_bytes, wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE) << arch;
+      EXPECT_NE(r.metadata.find("\"smem_bytes\":" + std::to_string(r.smem_bytes)), std::string::npos) << r.metadata;
+      const CompileResult hit = compile_graph(lg, req, &kc);
+      ASSERT_TRUE(hit.cache_hit) << arch;
+      EXPECT_EQ(hit.smem_bytes, r.smem_bytes) << arch;
     }
   }
   fs::remove_all(tmpl);

@@ -108,7 +108,8 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"silu_mul_linear", {}, {{3, 2 * 8192}, {64, 8192}, {64}, {3, 64}}, {}, {input, weight, weight, input}});
         // Tensor-core tiles of 16-bit weights (gemv_mma.cuh; the f32 runs of these take the other paths): row
         // blocks (24 rows: two of 12; 40 rows: three of 14), tiles of fewer stages than warps (1, 2, 6), a column
-        // count that leaves a partial group of 8, and fused 8-row tiles of K 8192 (two row blocks of 4).
+        // count that leaves a partial group of 8, and 8- and 16-row tiles of K 8192 (row blocks of 8 where the wide
+        // shared memory allows, sm_90 and later; of 4 on sm_80).
         specs.push_back({"linear", {}, {{24, 1024}, {203, 1024}, {203}, {24, 203}}, {}, {input, weight, weight, input}});
         specs.push_back({"linear", {}, {{40, 2048}, {96, 2048}}});
         specs.push_back({"linear", {}, {{2, 128}, {8, 128}}});
@@ -116,6 +117,9 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"linear", {}, {{5, 384}, {16, 384}}});
         specs.push_back({"linear", {}, {{7, 384}, {1001, 384}, {1001}}, {}, {input, weight, weight}});
         specs.push_back({"silu_mul_linear", {}, {{8, 2 * 8192}, {48, 8192}}});
+        specs.push_back({"silu_mul_linear", {}, {{16, 2 * 8192}, {40, 8192}, {40}, {16, 40}}, {}, {input, weight, weight, input}});
+        specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{8, 8192}, {8192}, {72, 8192}}});
+        specs.push_back({"linear", {}, {{8, 8192}, {56, 8192}}});
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{32, 2048}, {2048}, {520, 2048}}});
         specs.push_back({"attention_decode", {{"num_q_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}},
                          {{3, 512}, {3, 128}, {3, 128}, {3, 2048, 2, 64}, {3, 2048, 2, 64}, {3}},

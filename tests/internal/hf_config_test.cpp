@@ -50,8 +50,8 @@ TEST(HfConfig, LlamaAndQwen3) {
   EXPECT_NE(build_decoder_graph(small).find_tensor("lm_head.weight"), kNoTensor);
 }
 
-// By default both shapes run their norms and SwiGLU inside the linears they feed (measured faster for both,
-// docs/perf.md); fuse_linear_inputs = 0 keeps them separate ops.
+// By default both shapes run their norms (the final one too, inside the logits) and SwiGLU inside the linears
+// they feed (measured faster for both, docs/perf.md); fuse_linear_inputs = 0 keeps them separate ops.
 TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
   for (const char* config : {kLlama, kQwen}) {
     DecoderShape s = decoder_shape_from_hf_config(config);
@@ -63,12 +63,17 @@ TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
       return n;
     };
     const Graph fused = build_decoder_graph(s);
-    EXPECT_EQ(count(fused, "rmsnorm_linear"), 2) << s.hidden;
+    EXPECT_EQ(count(fused, "rmsnorm_linear"), 3) << s.hidden;
+    EXPECT_EQ(count(fused, "rmsnorm"), 0) << s.hidden;
     EXPECT_EQ(count(fused, "silu_mul_linear"), 1) << s.hidden;
     EXPECT_EQ(count(fused, "silu_mul"), 0) << s.hidden;
+    const TensorId logits = fused.find_tensor("logits");
+    ASSERT_NE(logits, kNoTensor);
+    EXPECT_EQ(fused.nodes()[static_cast<size_t>(fused.tensor(logits).producer)].op->name, "rmsnorm_linear");
     s.fuse_linear_inputs = 0;
     const Graph separate = build_decoder_graph(s);
     EXPECT_EQ(count(separate, "rmsnorm_linear"), 0) << s.hidden;
+    EXPECT_EQ(count(separate, "rmsnorm"), 3) << s.hidden;
     EXPECT_EQ(count(separate, "silu_mul"), 1) << s.hidden;
   }
 }

@@ -21,9 +21,9 @@ struct Lowered {
   MemoryPlan plan;
 };
 
-Lowered lower_all(const Graph& g, int32_t sms, int64_t batch) {
+Lowered lower_all(const Graph& g, int32_t sms, int64_t batch, int32_t mma_smem = WEFT_SMEM_BYTES_BASE) {
   SymbolValues values(g.symbols().size(), batch);
-  Lowered l{lower(g, values, LowerOptions{sms}), {}};
+  Lowered l{lower(g, values, LowerOptions{sms, mma_smem}), {}};
   l.plan = plan_memory(g, l.tg);
   finalize_events(l.tg);
   return l;
@@ -106,35 +106,67 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
 }
 
 // Batched decode (bf16): every projection takes tensor-core tiles (device/gemv_mma.cuh) with as few row blocks
-// as shared memory allows — each row block streams the whole weight again — and rows the device accepts:
-// Llama-1B at batch 8 streams every K-2048 weight once and down's (K 8192, 4 rows fit) twice; batch 32 twice.
+// as shared memory allows — each row block streams the whole weight again — and rows the device accepts. With
+// the base shared memory (sm_80) Llama-1B at batch 8 streams every K-2048 weight once and down's (K 8192, 4 rows
+// fit) twice, batch 32 twice and down's 8 times; with the wide one (sm_90 and later: 8 rows of K 8192 fit) down's
+// once at batch 8 and 4 times at batch 32.
 TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
   DecoderShape shape = llama_3_2_1b_shape();
   shape.layers = 1;
   const Graph g = build_decoder_graph(shape);
-  for (int64_t batch : {2, 8, 32}) {
-    Lowered l = lower_all(g, 132, batch);
-    int checked = 0;
-    for (size_t n = 0; n < g.nodes().size(); ++n) {
-      const Node& node = g.nodes()[n];
-      const std::string_view op = node.op->name;
-      if (op != "linear" && op != "rmsnorm_linear" && op != "silu_mul_linear") continue;
-      const TensorId w = node.inputs[op == "rmsnorm_linear" ? 2 : 1];
-      const int64_t k = g.tensor(w).type.shape[1].value;
-      const TileGrid& grid = l.tg.grids[n];
-      const int64_t most = std::min<int64_t>(WEFT_MMA_MAX_ROWS, WEFT_MMA_ROWS_FIT(k, 2));
-      const std::string what = std::string(op) + " K=" + std::to_string(k) + " batch " + std::to_string(batch);
-      EXPECT_EQ(grid.rows, batch) << what;
-      EXPECT_GE(grid.row_block, WEFT_MMA_MIN_ROWS) << what;
-      EXPECT_LE(grid.row_block, most) << what;
-      EXPECT_EQ(grid.row_blocks(), (batch + most - 1) / most) << what;
-      EXPECT_EQ(grid.row_blocks(), batch == 32 ? (k == 8192 ? 8 : 2) : k == 8192 && batch == 8 ? 2 : 1) << what;
-      for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)  // even blocks: none left with a single row
-        EXPECT_GE(grid.tile(rb, 0).row1 - grid.tile(rb, 0).row0, WEFT_MMA_MIN_ROWS) << what;
-      ++checked;
+  for (const int32_t smem : {WEFT_SMEM_BYTES_BASE, WEFT_SMEM_BYTES_WIDE}) {
+    const bool wide = smem == WEFT_SMEM_BYTES_WIDE;
+    EXPECT_EQ(WEFT_MMA_ROWS_FIT_IN(smem, 8192, 2), wide ? 8 : 4);
+    for (int64_t batch : {2, 8, 32}) {
+      Lowered l = lower_all(g, 132, batch, smem);
+      int checked = 0;
+      for (size_t n = 0; n < g.nodes().size(); ++n) {
+        const Node& node = g.nodes()[n];
+        const std::string_view op = node.op->name;
+        if (op != "linear" && op != "rmsnorm_linear" && op != "silu_mul_linear") continue;
+        const TensorId w = node.inputs[op == "rmsnorm_linear" ? 2 : 1];
+        const int64_t k = g.tensor(w).type.shape[1].value;
+        const TileGrid& grid = l.tg.grids[n];
+        const int64_t most = std::min<int64_t>(WEFT_MMA_MAX_ROWS, WEFT_MMA_ROWS_FIT_IN(smem, k, 2));
+        const std::string what = std::string(op) + " K=" + std::to_string(k) + " batch " + std::to_string(batch) +
+                                 " smem " + std::to_string(smem);
+        EXPECT_EQ(grid.rows, batch) << what;
+        EXPECT_GE(grid.row_block, WEFT_MMA_MIN_ROWS) << what;
+        EXPECT_LE(grid.row_block, most) << what;
+        EXPECT_EQ(grid.row_blocks(), (batch + most - 1) / most) << what;
+        const int64_t down_blocks = batch == 32 ? (wide ? 4 : 8) : batch == 8 && !wide ? 2 : 1;
+        EXPECT_EQ(grid.row_blocks(), k == 8192 ? down_blocks : batch == 32 ? 2 : 1) << what;
+        for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)  // even blocks: none left with a single row
+          EXPECT_GE(grid.tile(rb, 0).row1 - grid.tile(rb, 0).row0, WEFT_MMA_MIN_ROWS) << what;
+        ++checked;
+      }
+      EXPECT_EQ(checked, 5) << "qkv, o, gate_up, down, logits";
     }
-    EXPECT_EQ(checked, 5) << "qkv, o, gate_up, down, logits";
   }
+}
+
+// The wide shared memory only where the arch has it and it merges row blocks: Llama-1B batch 8 on sm_90 (down's
+// K 8192), not on sm_80, not at batch 1 (no tensor-core tiles), not for a decoder whose tiles fit either way.
+TEST(Lowering, WideSharedMemoryOnlyWhereItMergesRowBlocks) {
+  DecoderShape shape = llama_3_2_1b_shape();
+  shape.layers = 1;
+  const Graph llama = build_decoder_graph(shape);
+  const SymbolValues eight(llama.symbols().size(), 8), one(llama.symbols().size(), 1);
+  bool wide = false;
+  const TaskGraph tg = lower_for_device(llama, eight, 132, 90, wide);
+  EXPECT_TRUE(wide);
+  EXPECT_LT(tg.tasks.size(), lower(llama, eight, LowerOptions{132, WEFT_SMEM_BYTES_BASE}).tasks.size());
+  EXPECT_EQ(tg.tasks.size(), lower(llama, eight, LowerOptions{132, WEFT_SMEM_BYTES_WIDE}).tasks.size());
+  lower_for_device(llama, eight, 132, 100, wide);
+  EXPECT_TRUE(wide) << "sm_100a";
+  const TaskGraph a100 = lower_for_device(llama, eight, 108, 80, wide);
+  EXPECT_FALSE(wide) << "sm_80";
+  EXPECT_EQ(a100.tasks.size(), lower(llama, eight, LowerOptions{108, WEFT_SMEM_BYTES_BASE}).tasks.size());
+  lower_for_device(llama, one, 132, 90, wide);
+  EXPECT_FALSE(wide) << "batch 1";
+  const Graph small = decoder_layer(2);
+  lower_for_device(small, SymbolValues(small.symbols().size(), 8), 132, 90, wide);
+  EXPECT_FALSE(wide) << "a decoder whose tiles fit the base size";
 }
 
 // Which device library a kernel links (CompileOptions::tensor_cores): the one without tensor-core tiles only
