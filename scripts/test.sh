@@ -23,4 +23,5 @@ bash "$root/bindings/julia/check.sh"
 echo "== ASan + UBSan build =="
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$root/tests/lsan.supp" \
-  run_suite "${WEFT_ASAN_BUILD_DIR:-$root/build-asan}" -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON
+  run_suite "${WEFT_ASAN_BUILD_DIR:-$root/build-asan}" -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON \
+  -DWEFT_DEVICE_CUBIN_DIR="${WEFT_BUILD_DIR:-$root/build}/device"  # the release build's device library cubins
