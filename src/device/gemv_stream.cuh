@@ -165,7 +165,7 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
       unpack_vec<T>(*reinterpret_cast<const uint4*>(mine + i * 512), wv);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        if (r < rows) {
+        if (R == 1 || r < rows) {  // R == 1: one row; a test per unit cost a branch and kept the loads apart
           float xv[N];
           load_vec(xc + r * k + i * (512 / static_cast<i64>(sizeof(T))), xv);
 #pragma unroll
