@@ -174,6 +174,14 @@ template <typename T, int D, int G>
 __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, const AttnIo<T>& io, char* smem,
                                                  const AttnSmemPlan& s) {
   constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, GS = UNITS, PER_WARP = WEFT_WARP_THREADS / GS;
+  // The plan's pointers lie in shared memory (smem is the launch's); said, the compiler emits LDS / STS for them
+  // instead of generic loads and stores: attention 8.5 -> 7.9 us per task (docs/perf.md, round 12).
+  __builtin_assume(__isShared(s.k));
+  __builtin_assume(__isShared(s.v));
+  __builtin_assume(__isShared(s.q));
+  __builtin_assume(__isShared(s.part));
+  __builtin_assume(__isShared(s.inv_l));
+  __builtin_assume(__isShared(s.score));
   static_assert(GS <= WEFT_WARP_THREADS && (GS & (GS - 1)) == 0, "a head's units fit one warp");
   const int group = s.group;
   const i64 s_dim = io.s_dim, b = a->row0, row_kv = io.hkv * HD;
