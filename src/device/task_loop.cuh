@@ -168,8 +168,9 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
     const unsigned int e = q.epoch + static_cast<unsigned int>(step);
     for (int k = begin; k < end; ++k) {
       const int buf = (k - begin) & 1;
-      // Shared memory belongs to one task at a time: a task without waits or notifies has no other barrier.
-      if (k != begin) __syncthreads();
+      // Shared memory belongs to one task at a time: the barrier at the end of task k-1 (notify's, or the one
+      // beside it) is the boundary. None here: warps 1.. start this task's prologue while warp 0 releases the
+      // last task's events.
       // Trace record of queue entry k of this step (WEFT_TRACE_RECORD_WORDS): the SM clock at run start and
       // end beside the global ns gives the clock the task ran at.
       unsigned long long* rec =

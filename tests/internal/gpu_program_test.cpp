@@ -146,6 +146,15 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
                          {{"num_q_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 128}, {"theta", 1000000.0}, {"eps", 1e-6}},
                          {{2, 1024}, {2, 700, 2, 128}, {2, 700, 2, 128}, {2}, {128}, {128}},
                          {f, f, f, i32, f, f}, {input, state, state, input, weight, weight}});
+        // The fused path's other head layouts: interleaved rope (pairs in neighbouring lanes) with head norms and
+        // a group of 8 (10 heads for 8 warps: some take two), and a group of 1 without norms.
+        specs.push_back({"attention_decode_qkv",
+                         {{"num_q_heads", 16}, {"num_kv_heads", 2}, {"head_dim", 64}, {"style", "interleaved"}, {"eps", 1e-6}},
+                         {{3, 1280}, {3, 300, 2, 64}, {3, 300, 2, 64}, {3}, {64}, {64}},
+                         {f, f, f, i32, f, f}, {input, state, state, input, weight, weight}});
+        specs.push_back({"attention_decode_qkv", {{"num_q_heads", 2}, {"num_kv_heads", 2}, {"head_dim", 128}},
+                         {{2, 768}, {2, 300, 2, 128}, {2, 300, 2, 128}, {2}},
+                         {f, f, f, i32}, {input, state, state, input}});
       }
       for (const OneOp& spec : specs) {
         const Graph g = one_op_graph(spec, f);
