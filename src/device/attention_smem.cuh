@@ -159,74 +159,35 @@ __device__ __forceinline__ uint4 attn_new_unit(const uint4* q, const uint4* kn, 
   return e < qu ? q[e] : e < qu + UNITS ? kn[e - qu] : vn[e - qu - UNITS];
 }
 
-// After the wait. Head dims per lane in the weighted sum of V: D (head_dim = 32 D); q heads per pass: G (a
-// divisor of the group, <= 8: register arrays). Everything shape-like is a compile-time constant, so there
-// are no divisions and no guards per head; every phase reads shared memory only and is spread over all warps:
-//   0. q, k_new and v_new: one 16-byte load per thread, all in flight at once; row p into the caches and smem.
-//   1. scores: GS lanes (one 16-byte unit of the head each) per timestep, q held in registers, a shuffle
-//      sum per head; 32 / GS timesteps per warp and pass.
-//   2. softmax statistics: one warp per head.
-//   3. weighted sum of V: warp w takes timesteps w, w + 8, ..., lane l dims [l*D, l*D + D) of G heads; the
-//      warps' partial sums are then added in warp order (deterministic).
-// Inlined into the task loop: called out of line, the operands (AttnIo, the plan) went through the stack and the
-// call cost ~1.8 us per task between the staging of q and the first phase (WEFT_TUNE early returns, H100).
-template <typename T, int D, int G>
-__device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, const AttnIo<T>& io, char* smem,
-                                                 const AttnSmemPlan& s) {
-  constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, GS = UNITS, PER_WARP = WEFT_WARP_THREADS / GS;
-  // The plan's pointers lie in shared memory (smem is the launch's); said, the compiler emits LDS / STS for them
-  // instead of generic loads and stores: attention 8.5 -> 7.9 us per task (docs/perf.md, round 12).
+// The plan's pointers lie in shared memory (smem is the launch's); said, the compiler emits LDS / STS for them
+// instead of generic loads and stores: attention 8.5 -> 7.9 us per task (docs/perf.md, round 12).
+__device__ __forceinline__ void attn_smem_assume_shared(const AttnSmemPlan& s) {
   __builtin_assume(__isShared(s.k));
   __builtin_assume(__isShared(s.v));
   __builtin_assume(__isShared(s.q));
   __builtin_assume(__isShared(s.part));
   __builtin_assume(__isShared(s.inv_l));
   __builtin_assume(__isShared(s.score));
-  static_assert(GS <= WEFT_WARP_THREADS && (GS & (GS - 1)) == 0, "a head's units fit one warp");
-  const int group = s.group;
-  const i64 s_dim = io.s_dim, b = a->row0, row_kv = io.hkv * HD;
-  const T* kn = io.kn + b * io.kv_row + s.kvh * io.kv_head;
-  const T* vn = io.vn + b * io.kv_row + s.kvh * io.kv_head;
-  const T* qh = io.q + b * io.q_row + s.kvh * io.q_kv;
-  T* kc = io.kc;
-  T* vc = io.vc;
-  // The position and this thread's first unit of the new rows: independent loads, in flight together.
-  const i64 p = attn_clamp_pos(io.pos_staged ? *io.pos_staged : load_int(io.pos, io.pos_dtype, b), s_dim);
-  const int qu = group * UNITS, nu = qu + 2 * UNITS, e0 = tid();
-  const uint4* q4 = reinterpret_cast<const uint4*>(qh);
-  const uint4* kn4 = reinterpret_cast<const uint4*>(kn);
-  const uint4* vn4 = reinterpret_cast<const uint4*>(vn);
-  uint4 first = make_uint4(0u, 0u, 0u, 0u);
-  if (e0 < nu) first = attn_new_unit<UNITS>(q4, kn4, vn4, qu, e0);
-  __syncthreads();  // the prologue's note of its position is visible
-  if (p < 0 || p > s.cap - 1) {
-    cp_async_wait<0>();  // a prologue may have copies in flight into smem the general path reuses
-    __syncthreads();
-    return false;
-  }
-  const int early = *reinterpret_cast<volatile int*>(smem);
-  const i64 base = b * s_dim * row_kv + s.kvh * HD;
-  const int pi = static_cast<int>(p);
-  // Rows the prologue did not copy (it saw another position, or none).
-  const int have = early < 0 ? 0 : (early < pi ? early : pi);
-  if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi);
-  for (int e = e0; e < nu; e += WEFT_BLOCK_THREADS) {
-    const uint4 raw = e == e0 ? first : attn_new_unit<UNITS>(q4, kn4, vn4, qu, e);
-    if (e < qu) {
-      float f[N];
-      unpack_vec<T>(raw, f);
-#pragma unroll
-      for (int k = 0; k < N; ++k) s.q[e * N + k] = f[k];
-    } else {
-      const bool is_k = e < qu + UNITS;
-      const int u = is_k ? e - qu : e - qu - UNITS;
-      *reinterpret_cast<uint4*>((is_k ? kc : vc) + base + p * row_kv + u * N) = raw;
-      *reinterpret_cast<uint4*>((is_k ? s.k : s.v) + (pi * HD + u * N) * static_cast<int>(sizeof(T))) = raw;
-    }
-  }
-  cp_async_wait<0>();
-  __syncthreads();
+}
 
+// Phases 1-3 of the shared-memory path and its output, once q (f32) and K/V rows [0, pi] of (row b, the plan's
+// kv head) are in the plan's shared memory and a barrier has published them. Head dims per lane in the weighted
+// sum of V: D (head_dim = 32 D); q heads per pass: G (a divisor of the group, <= 8: register arrays). Everything
+// shape-like is a compile-time constant, so there are no divisions and no guards per head; every phase reads
+// shared memory only and is spread over all warps:
+//   1. scores: GS lanes (one 16-byte unit of the head each) per timestep, q held in registers, a shuffle
+//      sum per head; 32 / GS timesteps per warp and pass.
+//   2. softmax statistics: one warp per head.
+//   3. weighted sum of V: warp w takes timesteps w, w + 8, ..., lane l dims [l*D, l*D + D) of G heads; the
+//      warps' partial sums are then added in warp order (deterministic).
+// Inlined into its caller: called on its own, the operands (AttnIo, the plan) went through the stack and the
+// call cost ~1.8 us per task between the staging of q and the first phase (WEFT_TUNE early returns, H100).
+template <typename T, int D, int G>
+__device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi) {
+  constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, GS = UNITS, PER_WARP = WEFT_WARP_THREADS / GS;
+  static_assert(GS <= WEFT_WARP_THREADS && (GS & (GS - 1)) == 0, "a head's units fit one warp");
+  attn_smem_assume_shared(s);
+  const int group = s.group;
   // 1. Scores.
   const int steps = pi + 1, sub = lane() / GS, gl = lane() % GS;
   const float scale = io.scale;
@@ -310,17 +271,89 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
     for (int w = 0; w < WEFT_BLOCK_WARPS; ++w) sum += s.part[w * group * HD + i];
     o[i] = from_f<T>(sum * s.inv_l[i / HD]);
   }
+}
+
+// After the wait, for attention_decode (q, k_new and v_new in tensors): phase 0 — q, k_new and v_new, one
+// 16-byte load per thread, all in flight at once; row p into the caches and smem — then attn_smem_attend.
+template <typename T, int D, int G>
+__device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, const AttnIo<T>& io, char* smem,
+                                                 const AttnSmemPlan& s) {
+  constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N;
+  attn_smem_assume_shared(s);
+  const int group = s.group;
+  const i64 s_dim = io.s_dim, b = a->row0, row_kv = io.hkv * HD;
+  const T* kn = io.kn + b * io.kv_row + s.kvh * io.kv_head;
+  const T* vn = io.vn + b * io.kv_row + s.kvh * io.kv_head;
+  const T* qh = io.q + b * io.q_row + s.kvh * io.q_kv;
+  T* kc = io.kc;
+  T* vc = io.vc;
+  // The position and this thread's first unit of the new rows: independent loads, in flight together.
+  const i64 p = attn_clamp_pos(io.pos_staged ? *io.pos_staged : load_int(io.pos, io.pos_dtype, b), s_dim);
+  const int qu = group * UNITS, nu = qu + 2 * UNITS, e0 = tid();
+  const uint4* q4 = reinterpret_cast<const uint4*>(qh);
+  const uint4* kn4 = reinterpret_cast<const uint4*>(kn);
+  const uint4* vn4 = reinterpret_cast<const uint4*>(vn);
+  uint4 first = make_uint4(0u, 0u, 0u, 0u);
+  if (e0 < nu) first = attn_new_unit<UNITS>(q4, kn4, vn4, qu, e0);
+  __syncthreads();  // the prologue's note of its position is visible
+  if (p < 0 || p > s.cap - 1) {
+    cp_async_wait<0>();  // a prologue may have copies in flight into smem the general path reuses
+    __syncthreads();
+    return false;
+  }
+  const int early = *reinterpret_cast<volatile int*>(smem);
+  const i64 base = b * s_dim * row_kv + s.kvh * HD;
+  const int pi = static_cast<int>(p);
+  // Rows the prologue did not copy (it saw another position, or none).
+  const int have = early < 0 ? 0 : (early < pi ? early : pi);
+  if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi);
+  for (int e = e0; e < nu; e += WEFT_BLOCK_THREADS) {
+    const uint4 raw = e == e0 ? first : attn_new_unit<UNITS>(q4, kn4, vn4, qu, e);
+    if (e < qu) {
+      float f[N];
+      unpack_vec<T>(raw, f);
+#pragma unroll
+      for (int k = 0; k < N; ++k) s.q[e * N + k] = f[k];
+    } else {
+      const bool is_k = e < qu + UNITS;
+      const int u = is_k ? e - qu : e - qu - UNITS;
+      *reinterpret_cast<uint4*>((is_k ? kc : vc) + base + p * row_kv + u * N) = raw;
+      *reinterpret_cast<uint4*>((is_k ? s.k : s.v) + (pi * HD + u * N) * static_cast<int>(sizeof(T))) = raw;
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  attn_smem_attend<T, D, G>(io, s, b, pi);
   return true;
 }
 
-template <typename T, int D>
-__device__ __forceinline__ bool attention_smem_heads(const weft_task_args* a, const AttnIo<T>& io, char* smem,
-                                                     const AttnSmemPlan& s) {
-  if (s.group % 8 == 0) return attention_smem_fast<T, D, 8>(a, io, smem, s);
-  if (s.group % 4 == 0) return attention_smem_fast<T, D, 4>(a, io, smem, s);
-  if (s.group % 2 == 0) return attention_smem_fast<T, D, 2>(a, io, smem, s);
-  return attention_smem_fast<T, D, 1>(a, io, smem, s);
+// Runs f.template run<D, G>() for the plan's head_dim (32 D) and the largest G of 8, 4, 2, 1 that divides its
+// group: the instances of the shared-memory path. Functors with forced-inline members, not lambdas: a lambda
+// the compiler chose not to inline took the whole path out of line, through the stack (ptxas: the task loop's
+// stack 744 -> 3064 bytes).
+template <int D, typename F>
+__device__ __forceinline__ bool attn_smem_by_group(const AttnSmemPlan& s, const F& f) {
+  if (s.group % 8 == 0) return f.template run<D, 8>();
+  if (s.group % 4 == 0) return f.template run<D, 4>();
+  if (s.group % 2 == 0) return f.template run<D, 2>();
+  return f.template run<D, 1>();
 }
+template <typename F>
+__device__ __forceinline__ bool attn_smem_dispatch(const AttnSmemPlan& s, const F& f) {
+  return s.hd == 64 ? attn_smem_by_group<2>(s, f) : attn_smem_by_group<4>(s, f);
+}
+
+template <typename T>
+struct AttnSmemFast {
+  const weft_task_args* a;
+  const AttnIo<T>& io;
+  char* smem;
+  const AttnSmemPlan& s;
+  template <int D, int G>
+  __device__ __forceinline__ bool run() const {
+    return attention_smem_fast<T, D, G>(a, io, smem, s);
+  }
+};
 
 // After the wait. Returns false when the tile does not fit this path (the caller runs the general one).
 template <typename T>
@@ -330,7 +363,7 @@ __device__ __forceinline__ bool attention_smem_run(const weft_task_args* a, cons
   } else {
     const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
     if (!s.ok) return false;
-    return s.hd == 64 ? attention_smem_heads<T, 2>(a, io, smem, s) : attention_smem_heads<T, 4>(a, io, smem, s);
+    return attn_smem_dispatch(s, AttnSmemFast<T>{a, io, smem, s});
   }
 }
 

@@ -385,8 +385,9 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
   }
 }
 
+// Out of line, as attention_decode_qkv_impl (ops_attention_qkv.cuh) says why.
 template <typename T>
-__device__ void attention_decode_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+__device__ __noinline__ void attention_decode_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const AttnIo<T> io = attn_io_plain<T>(a, env);
   if (attention_smem_run<T>(a, io, smem)) return;  // short contexts (prefetch_op started the copies)
   attention_general<T>(a, env, io, smem);

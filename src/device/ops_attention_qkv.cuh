@@ -142,15 +142,161 @@ __device__ void qkv_stage_inputs(const weft_task_args* a, const weft_env* env, c
   __syncthreads();
 }
 
+// Head h of the fused path's tile (q heads, then k, then v; the tile's kv head kvh) from qkv's row: element
+// lane + 32 k into xr[k], and its norm weight into wr[k] where it has one. Returns that weight (or nullptr).
+template <typename T, int D>
+__device__ __forceinline__ const T* qkv_fused_head(const T* qkv, const T* wq, const T* wk, int h, int group, int hq,
+                                                   int hkv, int kvh, T (&xr)[D], T (&wr)[D]) {
+  const T* src = qkv + (h < group ? kvh * group + h : hq + (h - group) * hkv + kvh) * (32 * D);
+  const T* w = h < group ? wq : h == group ? wk : nullptr;
+#pragma unroll
+  for (int k = 0; k < D; ++k) xr[k] = src[lane() + 32 * k];
+  if (w != nullptr)
+#pragma unroll
+    for (int k = 0; k < D; ++k) wr[k] = w[lane() + 32 * k];
+  return w;
+}
+
+// After the wait: the shared-memory path of attention (attention_smem.cuh) fed straight from qkv. Warp h takes
+// head h of the tile (its q heads, then k, then v), element lane + 32 k in register k; the norm and rope run
+// there, rounded to T after each as head_rmsnorm and rope store them; q goes to the plan's f32 q, k and v to the
+// caches' row p and the plan's row p. The position, the heads and the norm weights are loaded together (one
+// global round trip) and one barrier precedes the scores, where staging q, k and v in shared memory first took
+// another phase and two more barriers. Returns false, having written nothing, when the position does not fit.
+template <typename T, int D, int G>
+__device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, const weft_env* env, const QkvStage<T>& st,
+                                                   const AttnIo<T>& io, const AttnSmemPlan& s, char* smem) {
+  constexpr int HD = 32 * D;
+  attn_smem_assume_shared(s);
+  const int group = s.group, hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), kvh = s.kvh;
+  const i64 b = a->row0;
+  const T* qkv = in_ptr<T>(a, env, 0) + b * (hq + 2 * hkv) * HD;
+  const T* wq = in_ptr<T>(a, env, 4);
+  const T* wk = in_ptr<T>(a, env, 5);
+  const T* w = nullptr;
+  T xr[D], wr[D];
+  const i64 pg = load_int(io.pos, io.pos_dtype, b);
+  if (warp() < group + 2) w = qkv_fused_head<T, D>(qkv, wq, wk, warp(), group, hq, hkv, kvh, xr, wr);
+  __syncthreads();  // the prologue's rope table and note of its position are visible
+  const i64 p = attn_clamp_pos(pg, io.s_dim);
+  if (p < 0 || p > s.cap - 1) {
+    cp_async_wait<0>();  // a prologue may have copies in flight into smem the general path reuses
+    __syncthreads();
+    return false;
+  }
+  const int pi = static_cast<int>(p);
+  if (*st.pos_used != p) {  // the prologue read another position (one the graph computes) or none
+    __syncthreads();
+    qkv_rope_table<T>(a, st, p);
+    __syncthreads();
+  }
+  const int early = *reinterpret_cast<volatile int*>(smem);
+  const i64 row_kv = static_cast<i64>(hkv) * HD, base = b * io.s_dim * row_kv + kvh * HD;
+  // Rows the prologue did not copy (it saw another position, or none).
+  const int have = early < 0 ? 0 : (early < pi ? early : pi);
+  if (have < pi) attn_copy_rows<T>(s, io.kc, io.vc, base, row_kv, have, pi);
+  const float eps = a->f[1];
+  const bool interleaved = a->i[2] == 1;
+  for (int h = warp(); h < group + 2; h += WEFT_BLOCK_WARPS) {  // uniform per warp
+    if (h != warp()) w = qkv_fused_head<T, D>(qkv, wq, wk, h, group, hq, hkv, kvh, xr, wr);
+    T out[D];
+    if (h == group + 1) {  // v: as it is
+#pragma unroll
+      for (int k = 0; k < D; ++k) out[k] = xr[k];
+    } else {
+      float x[D];
+#pragma unroll
+      for (int k = 0; k < D; ++k) x[k] = to_f(xr[k]);
+      if (w != nullptr) {  // the same sum, in the same order, as qkv_stage_head
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < D; ++k) ss = fmaf(x[k], x[k], ss);
+        ss = warp_sum(ss);
+        const float inv = 1.0f / sqrtf(ss / static_cast<float>(HD) + eps);
+#pragma unroll
+        for (int k = 0; k < D; ++k) x[k] = to_f(from_f<T>(__fmul_rn(__fmul_rn(x[k], inv), to_f(wr[k]))));
+      }
+      // rope_pair's arithmetic: half style pairs (i, i + HD/2) are registers k and k + D/2 of one lane,
+      // interleaved pairs (2i, 2i+1) the same register of lanes 2i and 2i+1.
+      if (!interleaved) {
+#pragma unroll
+        for (int k = 0; k < D / 2; ++k) {
+          const int i = lane() + 32 * k;
+          const float c = st.cs[i], sn = st.sn[i], xa = x[k], xb = x[k + D / 2];
+          out[k] = from_f<T>(__fsub_rn(__fmul_rn(xa, c), __fmul_rn(xb, sn)));
+          out[k + D / 2] = from_f<T>(__fadd_rn(__fmul_rn(xb, c), __fmul_rn(xa, sn)));
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < D; ++k) {
+          const int i = (lane() + 32 * k) >> 1;
+          const float other = __shfl_xor_sync(WEFT_FULL_MASK, x[k], 1), c = st.cs[i], sn = st.sn[i];
+          out[k] = from_f<T>((lane() & 1) == 0 ? __fsub_rn(__fmul_rn(x[k], c), __fmul_rn(other, sn))
+                                               : __fadd_rn(__fmul_rn(x[k], c), __fmul_rn(other, sn)));
+        }
+      }
+    }
+    if (h < group) {
+#pragma unroll
+      for (int k = 0; k < D; ++k) s.q[h * HD + lane() + 32 * k] = to_f(out[k]);
+    } else {
+      const bool is_k = h == group;
+      T* cache = (is_k ? io.kc : io.vc) + base + p * row_kv;
+      T* row = reinterpret_cast<T*>(is_k ? s.k : s.v) + pi * HD;
+#pragma unroll
+      for (int k = 0; k < D; ++k) {
+        cache[lane() + 32 * k] = out[k];
+        row[lane() + 32 * k] = out[k];
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  attn_smem_attend<T, D, G>(io, s, b, pi);
+  return true;
+}
+
 template <typename T>
-__device__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+struct AttnQkvSmem {
+  const weft_task_args* a;
+  const weft_env* env;
+  const QkvStage<T>& st;
+  const AttnIo<T>& io;
+  const AttnSmemPlan& s;
+  char* smem;
+  template <int D, int G>
+  __device__ __forceinline__ bool run() const {
+    return attention_qkv_smem<T, D, G>(a, env, st, io, s, smem);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ bool attention_qkv_smem_run(const weft_task_args* a, const weft_env* env,
+                                                       const QkvStage<T>& st, const AttnIo<T>& io, char* smem) {
+  if constexpr (sizeof(T) != 2) {
+    return false;
+  } else {
+    const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
+    if (!s.ok) return false;
+    return attn_smem_dispatch(s, AttnQkvSmem<T>{a, env, st, io, s, smem});
+  }
+}
+
+// Out of line, with pointers for its only operands: inlined into the task loop, the fused path moved the loop's
+// register allocation (ptxas: stack 744 -> 864-872 bytes, spill loads 604 -> 1300) and every task's set-up paid
+// 0.3-0.4 us for it. Called, it costs this task ~0.6 us, and the loop, holding no attention code at all (this, the
+// plain op and both prologues), keeps less (544 bytes) and sets every task up faster (docs/perf.md, round 13).
+// (Operands passed by reference would go through the stack: round 5 measured ~1.8 us for that.)
+template <typename T>
+__device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
     return;
   const QkvStage<T> st = qkv_stage<T>(a, smem);
-  qkv_stage_inputs<T>(a, env, st);
   AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  if (attention_qkv_smem_run<T>(a, env, st, io, smem)) return;
+  // Long contexts, f32, other head sizes: q, k and v staged in shared memory for the general path.
+  qkv_stage_inputs<T>(a, env, st);
   io.pos_staged = st.pos_used;  // the position the staging used: no second read of positions
-  if (attention_smem_run<T>(a, io, smem)) return;
   attention_general<T>(a, env, io, smem);
 }
 

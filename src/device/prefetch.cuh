@@ -44,15 +44,16 @@ __device__ void attention_prefetch(const weft_task_args* a, const AttnIo<T>& io)
   }
 }
 
+// Both attention prologues out of line: the task loop holds no attention code (see attention_decode_qkv_impl).
 template <typename T>
-__device__ void attention_plain_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+__device__ __noinline__ void attention_plain_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
   const AttnIo<T> io = attn_io_plain<T>(a, env);
   if (!attention_smem_prologue<T>(a, io, smem)) attention_prefetch<T>(a, io);
 }
 
 // Before the wait: the rope table, the K/V rows (shared-memory path) or their L2 prefetch, the norm weights.
 template <typename T>
-__device__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+__device__ __noinline__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) return;
   const QkvStage<T> st = qkv_stage<T>(a, smem);
   qkv_rope_table<T>(a, st, load_int(in_ptr<void>(a, env, 3), a->i[0], a->row0));

@@ -5,7 +5,8 @@
 // It lives in the device library, not in the generated kernel, so that every op is inlined into it: an op
 // called across the library boundary is an ABI call, and the callee saved and restored ~60 registers through
 // local memory on every task, which cost 2-3 us per task on the critical path of a decode step (measured with
-// WEFT_TRACE and ncu: a GEMV task that returned at once still took 2.8 us).
+// WEFT_TRACE and ncu: a GEMV task that returned at once still took 2.8 us). Attention is the exception: its bodies
+// and prologues are called out of line with pointer operands (ops_attention_qkv.cuh says why).
 #ifndef WEFT_DEVICE_TASK_LOOP_CUH
 #define WEFT_DEVICE_TASK_LOOP_CUH
 
