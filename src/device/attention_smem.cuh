@@ -126,6 +126,25 @@ __device__ __forceinline__ void attn_copy_rows(const AttnSmemPlan& s, const T* k
 
 __device__ __forceinline__ i64 attn_clamp_pos(i64 p, i64 s_dim) { return p < 0 ? -1 : p >= s_dim ? -1 : p; }
 
+// After the wait, position p (clamped) outside the plan's rows: true once the prologue's copies into shared
+// memory have landed (the general path the caller then runs reuses it), having written nothing.
+__device__ __forceinline__ bool attn_smem_outside(i64 p, const AttnSmemPlan& s) {
+  if (p >= 0 && p <= s.cap - 1) return false;
+  cp_async_wait<0>();
+  __syncthreads();
+  return true;
+}
+
+// After the wait, at position pi: copies the kv head's rows [0, pi) that the prologue did not (it saw another
+// position, or none; its note of the position is smem's first word).
+template <typename T>
+__device__ __forceinline__ void attn_copy_missing_rows(const AttnSmemPlan& s, const T* kc, const T* vc,
+                                                       const char* smem, i64 base, i64 row_kv, int pi) {
+  const int early = *reinterpret_cast<const volatile int*>(smem);
+  const int have = early < 0 ? 0 : (early < pi ? early : pi);
+  if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi);
+}
+
 // Before the wait: rows [0, p) into smem, p from positions (an input in decode graphs; if the graph computes
 // it, the value read here may be stale, which the main part notices and corrects).
 // Returns whether the tile takes this path (else the caller prefetches the rows into L2 instead).
@@ -288,7 +307,7 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   T* kc = io.kc;
   T* vc = io.vc;
   // The position and this thread's first unit of the new rows: independent loads, in flight together.
-  const i64 p = attn_clamp_pos(io.pos_staged ? *io.pos_staged : load_int(io.pos, io.pos_dtype, b), s_dim);
+  const i64 p = attn_clamp_pos(load_int(io.pos, io.pos_dtype, b), s_dim);
   const int qu = group * UNITS, nu = qu + 2 * UNITS, e0 = tid();
   const uint4* q4 = reinterpret_cast<const uint4*>(qh);
   const uint4* kn4 = reinterpret_cast<const uint4*>(kn);
@@ -296,17 +315,10 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   uint4 first = make_uint4(0u, 0u, 0u, 0u);
   if (e0 < nu) first = attn_new_unit<UNITS>(q4, kn4, vn4, qu, e0);
   __syncthreads();  // the prologue's note of its position is visible
-  if (p < 0 || p > s.cap - 1) {
-    cp_async_wait<0>();  // a prologue may have copies in flight into smem the general path reuses
-    __syncthreads();
-    return false;
-  }
-  const int early = *reinterpret_cast<volatile int*>(smem);
+  if (attn_smem_outside(p, s)) return false;
   const i64 base = b * s_dim * row_kv + s.kvh * HD;
   const int pi = static_cast<int>(p);
-  // Rows the prologue did not copy (it saw another position, or none).
-  const int have = early < 0 ? 0 : (early < pi ? early : pi);
-  if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi);
+  attn_copy_missing_rows<T>(s, kc, vc, smem, base, row_kv, pi);
   for (int e = e0; e < nu; e += WEFT_BLOCK_THREADS) {
     const uint4 raw = e == e0 ? first : attn_new_unit<UNITS>(q4, kn4, vn4, qu, e);
     if (e < qu) {
@@ -327,45 +339,42 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   return true;
 }
 
-// Runs f.template run<D, G>() for the plan's head_dim (32 D) and the largest G of 8, 4, 2, 1 that divides its
+// Runs f.template run<D, G>(s) for the plan's head_dim (32 D) and the largest G of 8, 4, 2, 1 that divides its
 // group: the instances of the shared-memory path. Functors with forced-inline members, not lambdas: a lambda
 // the compiler chose not to inline took the whole path out of line, through the stack (ptxas: the task loop's
 // stack 744 -> 3064 bytes).
 template <int D, typename F>
 __device__ __forceinline__ bool attn_smem_by_group(const AttnSmemPlan& s, const F& f) {
-  if (s.group % 8 == 0) return f.template run<D, 8>();
-  if (s.group % 4 == 0) return f.template run<D, 4>();
-  if (s.group % 2 == 0) return f.template run<D, 2>();
-  return f.template run<D, 1>();
-}
-template <typename F>
-__device__ __forceinline__ bool attn_smem_dispatch(const AttnSmemPlan& s, const F& f) {
-  return s.hd == 64 ? attn_smem_by_group<2>(s, f) : attn_smem_by_group<4>(s, f);
+  if (s.group % 8 == 0) return f.template run<D, 8>(s);
+  if (s.group % 4 == 0) return f.template run<D, 4>(s);
+  if (s.group % 2 == 0) return f.template run<D, 2>(s);
+  return f.template run<D, 1>(s);
 }
 
-template <typename T>
-struct AttnSmemFast {
-  const weft_task_args* a;
-  const AttnIo<T>& io;
-  char* smem;
-  const AttnSmemPlan& s;
-  template <int D, int G>
-  __device__ __forceinline__ bool run() const {
-    return attention_smem_fast<T, D, G>(a, io, smem, s);
-  }
-};
-
-// After the wait. Returns false when the tile does not fit this path (the caller runs the general one).
-template <typename T>
-__device__ __forceinline__ bool attention_smem_run(const weft_task_args* a, const AttnIo<T>& io, char* smem) {
+// After the wait: the shared-memory path of a tile through functor f (its phase 0 and attn_smem_attend), or
+// false when the tile does not fit it (the caller runs the general path).
+template <typename T, typename F>
+__device__ __forceinline__ bool attn_smem_run(const weft_task_args* a, const AttnIo<T>& io, char* smem, const F& f) {
   if constexpr (sizeof(T) != 2) {
     return false;
   } else {
     const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
     if (!s.ok) return false;
-    return attn_smem_dispatch(s, AttnSmemFast<T>{a, io, smem, s});
+    return s.hd == 64 ? attn_smem_by_group<2>(s, f) : attn_smem_by_group<4>(s, f);
   }
 }
+
+// attention_decode's functor for attn_smem_run.
+template <typename T>
+struct AttnSmemFast {
+  const weft_task_args* a;
+  const AttnIo<T>& io;
+  char* smem;
+  template <int D, int G>
+  __device__ __forceinline__ bool run(const AttnSmemPlan& s) const {
+    return attention_smem_fast<T, D, G>(a, io, smem, s);
+  }
+};
 
 }  // namespace weft_dev
 

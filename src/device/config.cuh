@@ -46,7 +46,7 @@
 // pad puts the 8 rows an ldmatrix reads in distinct banks) and 512 bytes of partial sums, and a fused x stage may
 // keep one more row of K (rmsnorm's weight); WEFT_MMA_ROWS_FIT is how many rows fit beside the ring.
 #define WEFT_MMA_MIN_ROWS 2
-#define WEFT_MMA_MAX_ROWS 16
+#define WEFT_MMA_MAX_ROWS 32
 #define WEFT_MMA_K_MULTIPLE 128
 #define WEFT_MMA_X_PAD 8
 #define WEFT_MMA_PARTIAL_BYTES_PER_ROW 512

@@ -1,4 +1,4 @@
-// The streamed GEMV of batched decode tiles (2..16 x rows, bf16/f16) on tensor cores. The CUDA-core stream
+// The streamed GEMV of batched decode tiles (2..32 x rows, bf16/f16) on tensor cores. The CUDA-core stream
 // (gemv_stream.cuh) reads every x row from shared memory once per weight element and row: at 8 rows that, not
 // HBM, bounds it. Here each warp streams stages of 8 weight rows x 128 k (2 KiB, the ring of gemv_stream.cuh)
 // and multiplies them with mma.sync m16n8k16 (A = x rows, B = the 8 weight rows, f32 accumulators), so a
@@ -149,25 +149,33 @@ __device__ __forceinline__ float* mma_partial(float* parts, int w, int side, int
   return parts + ((w * 2 + side) * kMmaGroupRows + col) * rows + row;
 }
 
-// Consumes the stream of a tile whose x rows (at most 16: one m16 block) are staged at xs (row stride ldx = K +
-// WEFT_MMA_X_PAD) and stores out(row, n, v) for every output. parts: the partial sums.
-template <typename T, typename Out>
-__device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w, const MmaStream& st, const T* xs,
-                                             i64 ldx, float* parts, char* smem, Out out) {
+// Consumes the stream of a tile whose x rows (at most 16 MB: MB m16 blocks, each multiplied with every B
+// fragment, so the weights stream once for all of them) are staged at xs (row stride ldx = K + WEFT_MMA_X_PAD) and
+// stores out(row, n, v) for every output. parts: the partial sums.
+template <typename T, int MB, typename Out>
+__device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T* w, const MmaStream& st, const T* xs,
+                                                i64 ldx, float* parts, char* smem, Out out) {
   const int rows = static_cast<int>(a->row1 - a->row0);
   char* ring = gemv_ring(smem);
-  // ldmatrix addresses. A (x): lane l gives row l % 16 (clamped to the tile's rows: the extra rows of the m16
-  // block only feed outputs nobody stores) at k offset (l / 16) * 8. B (weights): row l % 8, unit l / 8 + 4 j.
-  const int arow = lane() % 16;
-  const unsigned int a_addr =
-      static_cast<unsigned int>(__cvta_generic_to_shared(xs + (arow < rows ? arow : rows - 1) * ldx)) + (lane() / 16) * 16;
+  // ldmatrix addresses. A (x) of block m: lane l gives row 16 m + l % 16 (clamped to the tile's rows: the extra
+  // rows of an m16 block only feed outputs nobody stores) at k offset (l / 16) * 8. B (weights): row l % 8, unit
+  // l / 8 + 4 j.
+  unsigned int a_addr[MB];
+#pragma unroll
+  for (int m = 0; m < MB; ++m) {
+    const int arow = m * 16 + lane() % 16;
+    a_addr[m] = static_cast<unsigned int>(__cvta_generic_to_shared(xs + (arow < rows ? arow : rows - 1) * ldx)) +
+                (lane() / 16) * 16;
+  }
   const int brow = lane() % 8;
   // Two accumulators per output, for even and odd k steps: two chains of dependent mma instead of one.
-  float acc[2][4];
+  float acc[MB][2][4];
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int m = 0; m < MB; ++m)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[h][e] = 0.0f;
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[m][h][e] = 0.0f;
   int slot = 0;
   MmaCursor issue(st), use(st);
   for (int s = 0; s < kGemvStages - 1; ++s) issue.next(st);  // the prologue's stages
@@ -184,13 +192,15 @@ __device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w
       unsigned b[4];
       ldmatrix_x4(b, stage + (brow * kMmaUnitsPerRow + ((4 * j + lane() / 8) ^ brow)) * 16);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        unsigned x[4];
-        ldmatrix_x4(x, a_addr + xk + (2 * j + h) * 32);
-        // ldmatrix order (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) is mma's
-        // a0..a3.
-        MmaType<T>::mma(acc[h], x, b[2 * h], b[2 * h + 1]);
-      }
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+          unsigned x[4];
+          ldmatrix_x4(x, a_addr[m] + xk + (2 * j + h) * 32);
+          // ldmatrix order (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15) is
+          // mma's a0..a3.
+          MmaType<T>::mma(acc[m][h], x, b[2 * h], b[2 * h + 1]);
+        }
     }
     slot = slot + 1 == kGemvStages ? 0 : slot + 1;
     if (use.part + 1 == st.spk || use.f + 1 == st.f1) {  // this warp's share of group g is done
@@ -199,17 +209,19 @@ __device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w
       const int side = st.f0 > g0 ? 0 : 1;  // tail of a cut group, or its head
       const i64 n_base = a->col0 + g * kMmaGroupRows;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        // mma's D: c0, c1 at (row l / 4, cols 2 (l % 4) + 0, 1); c2, c3 eight rows further.
-        const int row = lane() / 4 + (e / 2) * 8, col = 2 * (lane() % 4) + e % 2;
-        const float v = acc[0][e] + acc[1][e];
-        if (row < rows && n_base + col < a->col1) {
-          if (whole) out(a->row0 + row, n_base + col, v);
-          else *mma_partial(parts, warp(), side, col, row, rows) = v;
+      for (int m = 0; m < MB; ++m)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          // mma's D: c0, c1 at (row l / 4, cols 2 (l % 4) + 0, 1); c2, c3 eight rows further.
+          const int row = m * 16 + lane() / 4 + (e / 2) * 8, col = 2 * (lane() % 4) + e % 2;
+          const float v = acc[m][0][e] + acc[m][1][e];
+          if (row < rows && n_base + col < a->col1) {
+            if (whole) out(a->row0 + row, n_base + col, v);
+            else *mma_partial(parts, warp(), side, col, row, rows) = v;
+          }
+          acc[m][0][e] = 0.0f;
+          acc[m][1][e] = 0.0f;
         }
-        acc[0][e] = 0.0f;
-        acc[1][e] = 0.0f;
-      }
     }
   }
   cp_async_wait<0>();  // nothing of this task is left in flight when the next one reuses the ring
@@ -230,6 +242,15 @@ __device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w
       if (st.begin(wi + 1) > st.begin(wi)) v += *mma_partial(parts, wi, 0, col, row, rows);  // empty ranges store nothing
     out(a->row0 + row, n, v);
   }
+}
+
+// A tile of up to 16 x rows takes one m16 block, a larger one two (WEFT_MMA_MAX_ROWS).
+static_assert(WEFT_MMA_MAX_ROWS <= 32, "gemv_mma_run multiplies at most two m16 blocks of x rows");
+template <typename T, typename Out>
+__device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w, const MmaStream& st, const T* xs,
+                                             i64 ldx, float* parts, char* smem, Out out) {
+  if (a->row1 - a->row0 > 16) gemv_mma_blocks<T, 2>(a, w, st, xs, ldx, parts, smem, out);
+  else gemv_mma_blocks<T, 1>(a, w, st, xs, ldx, parts, smem, out);
 }
 
 // Before the task's wait: the first stages of whichever stream the tile takes. w_in: the weight's operand index.

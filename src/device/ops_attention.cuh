@@ -389,7 +389,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
 template <typename T>
 __device__ __noinline__ void attention_decode_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const AttnIo<T> io = attn_io_plain<T>(a, env);
-  if (attention_smem_run<T>(a, io, smem)) return;  // short contexts (prefetch_op started the copies)
+  if (attn_smem_run<T>(a, io, smem, AttnSmemFast<T>{a, io, smem})) return;  // short contexts (prefetch_op started the copies)
   attention_general<T>(a, env, io, smem);
 }
 

@@ -179,22 +179,15 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   if (warp() < group + 2) w = qkv_fused_head<T, D>(qkv, wq, wk, warp(), group, hq, hkv, kvh, xr, wr);
   __syncthreads();  // the prologue's rope table and note of its position are visible
   const i64 p = attn_clamp_pos(pg, io.s_dim);
-  if (p < 0 || p > s.cap - 1) {
-    cp_async_wait<0>();  // a prologue may have copies in flight into smem the general path reuses
-    __syncthreads();
-    return false;
-  }
+  if (attn_smem_outside(p, s)) return false;
   const int pi = static_cast<int>(p);
   if (*st.pos_used != p) {  // the prologue read another position (one the graph computes) or none
     __syncthreads();
     qkv_rope_table<T>(a, st, p);
     __syncthreads();
   }
-  const int early = *reinterpret_cast<volatile int*>(smem);
   const i64 row_kv = static_cast<i64>(hkv) * HD, base = b * io.s_dim * row_kv + kvh * HD;
-  // Rows the prologue did not copy (it saw another position, or none).
-  const int have = early < 0 ? 0 : (early < pi ? early : pi);
-  if (have < pi) attn_copy_rows<T>(s, io.kc, io.vc, base, row_kv, have, pi);
+  attn_copy_missing_rows<T>(s, io.kc, io.vc, smem, base, row_kv, pi);
   const float eps = a->f[1];
   const bool interleaved = a->i[2] == 1;
   for (int h = warp(); h < group + 2; h += WEFT_BLOCK_WARPS) {  // uniform per warp
@@ -256,31 +249,19 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   return true;
 }
 
+// The fused path's functor for attn_smem_run (attention_smem.cuh).
 template <typename T>
 struct AttnQkvSmem {
   const weft_task_args* a;
   const weft_env* env;
   const QkvStage<T>& st;
   const AttnIo<T>& io;
-  const AttnSmemPlan& s;
   char* smem;
   template <int D, int G>
-  __device__ __forceinline__ bool run() const {
+  __device__ __forceinline__ bool run(const AttnSmemPlan& s) const {
     return attention_qkv_smem<T, D, G>(a, env, st, io, s, smem);
   }
 };
-
-template <typename T>
-__device__ __forceinline__ bool attention_qkv_smem_run(const weft_task_args* a, const weft_env* env,
-                                                       const QkvStage<T>& st, const AttnIo<T>& io, char* smem) {
-  if constexpr (sizeof(T) != 2) {
-    return false;
-  } else {
-    const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
-    if (!s.ok) return false;
-    return attn_smem_dispatch(s, AttnQkvSmem<T>{a, env, st, io, s, smem});
-  }
-}
 
 // Out of line, with pointers for its only operands: inlined into the task loop, the fused path moved the loop's
 // register allocation (ptxas: stack 744 -> 864-872 bytes, spill loads 604 -> 1300) and every task's set-up paid
@@ -293,7 +274,7 @@ __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, 
     return;
   const QkvStage<T> st = qkv_stage<T>(a, smem);
   AttnIo<T> io = attn_io_qkv<T>(a, env, st);
-  if (attention_qkv_smem_run<T>(a, env, st, io, smem)) return;
+  if (attn_smem_run<T>(a, io, smem, AttnQkvSmem<T>{a, env, st, io, smem})) return;
   // Long contexts, f32, other head sizes: q, k and v staged in shared memory for the general path.
   qkv_stage_inputs<T>(a, env, st);
   io.pos_staged = st.pos_used;  // the position the staging used: no second read of positions

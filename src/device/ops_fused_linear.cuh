@@ -19,7 +19,14 @@ __device__ __forceinline__ void fused_linear_unsupported(const weft_task_args* a
   (void)a;
 }
 
-template <typename T>
+// Every tile of the op, out of line (see WEFT_GEMV_OP_RUN, ops_linear.cuh).
+static __device__ __noinline__ void rmsnorm_linear_general(const weft_task_args* a, const weft_env* env,
+                                                           char* smem);
+static __device__ __noinline__ void silu_mul_linear_general(const weft_task_args* a, const weft_env* env,
+                                                            char* smem);
+
+// kOneRow: see WEFT_GEMV_OP_RUN (ops_linear.cuh).
+template <typename T, bool kOneRow = false>
 __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const T* x = in_ptr<T>(a, env, 0);
   const T* nw = in_ptr<T>(a, env, 1);
@@ -27,13 +34,15 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
   const float eps = a->f[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
   float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
-  const bool ok = linear_streamed<T>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx, T* spare) {
+  const bool ok = linear_streamed<T, kOneRow>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx, T* spare) {
     // With the rmsnorm op's arithmetic. Tensor-core tiles (several rows): the rows and the norm weight copied into
     // shared memory at once, then normalized there in place, a warp per row. Else as the rmsnorm op does it: a
     // warp per row up to kNormWarpMaxCols, else the whole block per row; a single row (batch-1 decode) by the
     // whole block too: one warp of eight normalizing Qwen3-0.6B's 1024 columns alone kept the other seven
     // waiting on the critical path (1.30 -> 1.25 ms per token, H200).
-    if (spare != nullptr && aligned16(x) && aligned16(nw)) {
+    if constexpr (kOneRow) {
+      norm_row<T, true, false>(x + a->row0 * k, nw, nullptr, xs, k, eps, 0, k, tid(), WEFT_BLOCK_THREADS, scratch);
+    } else if (spare != nullptr && aligned16(x) && aligned16(nw)) {
       stage_rows_async(xs, ldx, x + a->row0 * k, k, rows);
       stage_rows_async(spare, k, nw, k, 1);
       __syncthreads();
@@ -48,16 +57,18 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
                                  WEFT_BLOCK_THREADS, scratch);
     }
   });
-  if (!ok) fused_linear_unsupported(a, env, WEFT_DEV_OP_RMSNORM_LINEAR);
+  if (ok) return;
+  if constexpr (kOneRow) rmsnorm_linear_general(a, env, smem);
+  else fused_linear_unsupported(a, env, WEFT_DEV_OP_RMSNORM_LINEAR);
 }
 
-template <typename T>
+template <typename T, bool kOneRow = false>
 __device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   constexpr int N = Vec<T>::N;
   const T* g = in_ptr<T>(a, env, 0);
   const i64 k = a->d[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const bool ok = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T*) {
+  const bool ok = linear_streamed<T, kOneRow>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T*) {
     // Rows of k are whole 16-byte vectors here (the streamed path needs 512-byte weight rows).
     const int per_row = static_cast<int>(k / N);
     load_batched<2>(
@@ -75,19 +86,29 @@ __device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* en
           store_vec(xs + (e / per_row) * ldx + (e % per_row) * N, ov);
         });
   });
-  if (!ok) fused_linear_unsupported(a, env, WEFT_DEV_OP_SILU_MUL_LINEAR);
+  if (ok) return;
+  if constexpr (kOneRow) silu_mul_linear_general(a, env, smem);
+  else fused_linear_unsupported(a, env, WEFT_DEV_OP_SILU_MUL_LINEAR);
 }
 
 }  // namespace weft_dev
 
 // RMSNORM_LINEAR: see task_abi.h.
-WEFT_DEV_OP_BODY(rmsnorm_linear) {
+__device__ __noinline__ void weft_dev::rmsnorm_linear_general(const weft_task_args* a, const weft_env* env,
+                                                             char* smem) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::rmsnorm_linear_impl, a, env, smem);
+}
+WEFT_DEV_OP_BODY(rmsnorm_linear) {
+  WEFT_GEMV_OP_RUN(weft_dev::rmsnorm_linear_impl, weft_dev::rmsnorm_linear_general);
 }
 
 // SILU_MUL_LINEAR: see task_abi.h.
-WEFT_DEV_OP_BODY(silu_mul_linear) {
+__device__ __noinline__ void weft_dev::silu_mul_linear_general(const weft_task_args* a, const weft_env* env,
+                                                              char* smem) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::silu_mul_linear_impl, a, env, smem);
+}
+WEFT_DEV_OP_BODY(silu_mul_linear) {
+  WEFT_GEMV_OP_RUN(weft_dev::silu_mul_linear_impl, weft_dev::silu_mul_linear_general);
 }
 
 #endif  // WEFT_DEVICE_OPS_FUSED_LINEAR_CUH

@@ -1,7 +1,7 @@
 // linear (x · Wᵀ + bias + residual) and matmul (batched a · b), accumulating in f32.
 //
 // Four paths:
-//  - Tensor-core streamed GEMV (gemv_mma.cuh): 2..16 rows of bf16/f16, K a multiple of 128, batched decode.
+//  - Tensor-core streamed GEMV (gemv_mma.cuh): 2..32 rows of bf16/f16, K a multiple of 128, batched decode.
 //  - Streamed GEMV (gemv_stream.cuh): up to 8 rows, K a multiple of 256 (bf16), the decode case.
 //  - GEMV (linear with at most kGemvMaxRows rows in the tile: the decode case). One warp per output column:
 //    the weight row streams through 16-byte loads, kGemvUnroll of them in flight per lane (a persistent
@@ -235,7 +235,8 @@ struct LinearOut {
 // ([rows][K] at row stride ldx, dtype T) into shared memory behind the ring (spare: room for K more elements on
 // the tensor-core path, else nullptr), then the stream is consumed on tensor cores (gemv_mma.cuh) or CUDA cores
 // (gemv_stream.cuh); out = x · w + bias + residual. Returns false when the tile takes neither.
-template <typename T, typename Stage>
+// kOneRow: the tile has exactly one x row (see WEFT_GEMV_OP_RUN); only that row's CUDA-core stream is compiled.
+template <typename T, bool kOneRow, typename Stage>
 __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, char* smem, int w_in, Stage stage) {
   const T* w = in_ptr<T>(a, env, w_in);
   const T* bias = in_ptr<T>(a, env, w_in + 1);
@@ -244,7 +245,7 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
   const i64 k = a->d[0], n_dim = a->d[1], rows = a->row1 - a->row0;
   T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
   const LinearOut<T> out{bias, res, o, n_dim};
-  if constexpr (sizeof(T) == 2) {
+  if constexpr (sizeof(T) == 2 && !kOneRow) {
     const MmaStream ms = gemv_mma_plan<T>(a, w);
     if (ms.on) {
       const i64 ldx = k + WEFT_MMA_X_PAD;
@@ -260,14 +261,39 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
   if (st.units == 0) return false;
   stage(xs, rows, k, static_cast<T*>(nullptr));
   __syncthreads();
-  if (rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
+  if (kOneRow || rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
   else if (rows == 2) gemv_stream_run<T, 2>(a, w, st, xs, smem, out);
   else if (rows <= 4) gemv_stream_run<T, 4>(a, w, st, xs, smem, out);
   else gemv_stream_run<T, kGemvStreamRows>(a, w, st, xs, smem, out);
   return true;
 }
 
-template <typename T>
+// Which tiles of the streamed-GEMV ops (linear, rmsnorm_linear, silu_mul_linear) run inlined in the task loop.
+// Code inlined there costs every task of the loop registers and set-up, whether it runs or not (docs/perf.md,
+// rounds 12-14). The CUDA-core library serves batch-1 kernels: there only a tile of one bf16 / f16 x row (a decode
+// step's) is inlined, compiled for that case alone; any other tile calls the op's general body out of line, with
+// pointer operands (~0.6 us per call). The tensor-core library (batched decode, every path hot) inlines them all.
+// WEFT_GEMV_OP_RUN is such an op's body: IMPL<T, true> inlined for a one-row tile (it hands a tile it cannot
+// stream to GENERAL), else GENERAL (out of line: IMPL<T, false> for every dtype).
+#if WEFT_DEVLIB_TENSOR_CORES
+#define WEFT_GEMV_OP_RUN(IMPL, GENERAL) WEFT_DISPATCH_FLOAT(a->dtype, IMPL, a, env, smem)
+#else
+#define WEFT_GEMV_OP_RUN(IMPL, GENERAL)                                   \
+  do {                                                                   \
+    const bool one_row = a->row1 - a->row0 == 1;                         \
+    if (one_row && a->dtype == WEFT_DEV_BF16)                            \
+      IMPL<weft_dev::bf16, true>(a, env, smem);                          \
+    else if (one_row && a->dtype == WEFT_DEV_F16)                        \
+      IMPL<weft_dev::f16, true>(a, env, smem);                           \
+    else                                                                 \
+      GENERAL(a, env, smem);                                             \
+  } while (0)
+#endif
+
+// Every tile of the op, out of line (see WEFT_GEMV_OP_RUN).
+static __device__ __noinline__ void linear_general(const weft_task_args* a, const weft_env* env, char* smem);
+
+template <typename T, bool kOneRow = false>
 __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const T* x = in_ptr<T>(a, env, 0);
   const T* w = in_ptr<T>(a, env, 1);
@@ -276,7 +302,7 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
   T* o = out_ptr<T>(a, env);
   const i64 k = a->d[0], n_dim = a->d[1];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const bool streamed = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T* spare) {
+  const bool streamed = linear_streamed<T, kOneRow>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T* spare) {
     // The streamed paths take rows of whole 16-byte units (K * sizeof(T) a multiple of 256 bytes).
     (void)spare;
     const T* x0 = x + a->row0 * k;
@@ -289,6 +315,10 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
     stage_rows_async(xs, ldx, x0, k, rows);
   });
   if (streamed) return;
+  if constexpr (kOneRow) {
+    linear_general(a, env, smem);
+    return;
+  }
   if (a->row1 - a->row0 <= kGemvMaxRows) {
     linear_gemv<T>(a, x, w, bias, res, o, k, n_dim, smem);
     return;
@@ -316,8 +346,11 @@ __device__ void matmul_impl(const weft_task_args* a, const weft_env* env, char* 
 
 // LINEAR: in x [R, K], weight [N, K], bias [N] or -1, residual [R, N] or -1. d0=K, d1=N.
 // out = (x · w) + bias + residual, summed in that order in f32, rounded once.
-WEFT_DEV_OP_BODY(linear) {
+__device__ __noinline__ void weft_dev::linear_general(const weft_task_args* a, const weft_env* env, char* smem) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::linear_impl, a, env, smem);
+}
+WEFT_DEV_OP_BODY(linear) {
+  WEFT_GEMV_OP_RUN(weft_dev::linear_impl, weft_dev::linear_general);
 }
 
 // MATMUL: in a [B, M, K], b [B, K, N] or [K, N]. R = B*M, C = N. d0=M, d1=K, d2=N, d3=1 if b is batched.

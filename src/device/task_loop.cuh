@@ -38,12 +38,14 @@ __device__ __forceinline__ bool grid_barrier(const weft_loop& loop, unsigned int
   return event_wait(loop.barrier, n * gridDim.x, timeout_cycles, env, -1);
 }
 
-// The ops of a decoder step run inlined; the rest are called out of line: inlining every op into the loop made
-// the library's build ~5x slower (one huge function to allocate registers for), for ops no decode step runs.
+// The ops that run once per layer of a decode step are inlined; the rest are called out of line, with pointer
+// operands (~0.6 us per call). Inlined code costs every task of the loop registers and set-up whether it runs or
+// not (docs/perf.md, rounds 12-14), and inlining every op made the library's build ~5x slower. The embedding and
+// argmax run once per step, the plain norms, rope, add and silu_mul only in graphs without fused linear inputs.
+// The attention ops' bodies are out of line themselves (ops_attention_qkv.cuh); the GEMV ops inline only their
+// hot tiles (WEFT_GEMV_OP_RUN, ops_linear.cuh).
 __device__ constexpr bool op_inlined(int op) {
-  return op == WEFT_DEV_OP_EMBEDDING || op == WEFT_DEV_OP_RMSNORM || op == WEFT_DEV_OP_HEAD_RMSNORM ||
-         op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_ADD || op == WEFT_DEV_OP_SILU_MUL || op == WEFT_DEV_OP_ROPE ||
-         op == WEFT_DEV_OP_ATTENTION_DECODE || op == WEFT_DEV_OP_ARGMAX || op == WEFT_DEV_OP_RMSNORM_LINEAR ||
+  return op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_ATTENTION_DECODE || op == WEFT_DEV_OP_RMSNORM_LINEAR ||
          op == WEFT_DEV_OP_SILU_MUL_LINEAR || op == WEFT_DEV_OP_ATTENTION_DECODE_QKV;
 }
 

@@ -107,9 +107,11 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{1, 1024}, {1024}, {96, 1024}}});
         specs.push_back({"silu_mul_linear", {}, {{3, 2 * 8192}, {64, 8192}, {64}, {3, 64}}, {}, {input, weight, weight, input}});
         // Tensor-core tiles of 16-bit weights (gemv_mma.cuh; the f32 runs of these take the other paths): row
-        // blocks (24 rows: two of 12; 40 rows: three of 14), tiles of fewer stages than warps (1, 2, 6), a column
-        // count that leaves a partial group of 8, and 8- and 16-row tiles of K 8192 (row blocks of 8 where the wide
-        // shared memory allows, sm_90 and later; of 4 on sm_80).
+        // blocks (40 rows of K 2048: two of 20), two m16 blocks per tile (24 rows of K 1024 in one tile, the second
+        // block partial; 32 rows of K 2048 in one tile with the wide shared memory, cut groups summed from shared
+        // memory), tiles of fewer stages than warps (1, 2, 6), a column count that leaves a partial group of 8,
+        // and 8- and 16-row tiles of K 8192 (row blocks of 8 where the wide shared memory allows, sm_90 and later;
+        // of 4 on sm_80).
         specs.push_back({"linear", {}, {{24, 1024}, {203, 1024}, {203}, {24, 203}}, {}, {input, weight, weight, input}});
         specs.push_back({"linear", {}, {{40, 2048}, {96, 2048}}});
         specs.push_back({"linear", {}, {{2, 128}, {8, 128}}});
