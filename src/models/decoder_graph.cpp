@@ -107,6 +107,8 @@ DecoderShape decoder_shape_from_hf_config(const std::string& config_json) {
   return s;
 }
 
+int fuse_linear_inputs_for(int64_t max_batch) { return max_batch <= 8 ? 1 : 0; }
+
 Graph build_decoder_graph(const DecoderShape& s) {
   Graph g(s.name);
   const Dim b = Dim::sym(g.declare_symbol("batch", 1, s.max_batch));

@@ -28,6 +28,7 @@ DecoderShape shape_of(const std::filesystem::path& dir, const ModelOptions& o) {
     invalid("max_seq " + std::to_string(o.max_seq) + " exceeds the model's max_position_embeddings " + std::to_string(s.max_seq));
   s.max_seq = o.max_seq > 0 ? o.max_seq : std::min(s.max_seq, kDefaultMaxSeq);
   s.max_batch = o.max_batch;
+  s.fuse_linear_inputs = fuse_linear_inputs_for(o.max_batch);
   // WEFT_FUSE_LINEAR_INPUTS=0 or 1 overrides the choice (DecoderShape::fuse_linear_inputs), to measure it.
   if (const char* fuse = std::getenv("WEFT_FUSE_LINEAR_INPUTS")) s.fuse_linear_inputs = std::string(fuse) == "0" ? 0 : 1;
   // WEFT_FUSE_ATTENTION=0 builds the layers' attention from the separate ops (DecoderShape::fuse_attention).

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "graph/op_def.hpp"
 #include "models/generation.hpp"
 #include "reference/interpreter.hpp"
 #include "test_models.hpp"
@@ -155,6 +156,31 @@ TEST_F(GenerationTest, BadRequestsAreNamed) {
   r = request();
   r.steps = 0;
   expect_invalid([&] { gen->generate(r); }, "steps is 0");
+}
+
+// A model served up to 8 rows runs its norms and SwiGLU inside the linears they feed; one served to more rows
+// keeps them separate ops (fuse_linear_inputs_for: fused inputs are recomputed by every column tile, which a
+// batched down projection pays for). Same tokens either way.
+TEST_F(GenerationTest, LinearInputsAreFusedUpToEightRows) {
+  auto count = [](const Graph& g, const std::string& op) {
+    int n = 0;
+    for (const Node& node : g.nodes()) n += node.op->name == op;
+    return n;
+  };
+  EXPECT_EQ(fuse_linear_inputs_for(1), 1);
+  EXPECT_EQ(fuse_linear_inputs_for(8), 1);
+  EXPECT_EQ(fuse_linear_inputs_for(9), 0);
+  EXPECT_EQ(fuse_linear_inputs_for(64), 0);
+  const auto small = load(false, 8);
+  const Model large(dir, ModelOptions{16, 0});
+  ASSERT_TRUE(fused_linear_supported(small->shape().ffn, small->shape().dtype));
+  EXPECT_EQ(count(small->graph(), "silu_mul_linear"), small->shape().layers);
+  EXPECT_EQ(count(small->graph(), "silu_mul"), 0);
+  EXPECT_EQ(count(large.graph(), "silu_mul_linear"), 0);
+  EXPECT_EQ(count(large.graph(), "silu_mul"), large.shape().layers);
+  EXPECT_EQ(count(large.graph(), "rmsnorm_linear"), 0);
+  const std::vector<int32_t> prompt = {5, 9, 2, 7};
+  EXPECT_EQ(by_hand(*small, prompt, 1, 4, 3), by_hand(large, prompt, 1, 4, 3));
 }
 
 TEST_F(GenerationTest, BadFoldersAreNamed) {

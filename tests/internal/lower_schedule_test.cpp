@@ -147,6 +147,35 @@ TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
   }
 }
 
+// The same with the norms and SwiGLU as separate ops (a model served to more than 8 rows, fuse_linear_inputs_for):
+// plain linears take tensor-core tiles from 2 rows, and at batch 8 down's 8 rows of K 8192 make the wide shared
+// memory worth it (at the base size they would be two row blocks of 4).
+TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
+  DecoderShape shape = llama_3_2_1b_shape();
+  shape.layers = 1;
+  shape.fuse_linear_inputs = 0;
+  const Graph g = build_decoder_graph(shape);
+  for (int64_t batch : {2, 8, 32}) {
+    Lowered l = lower_all(g, 132, batch, WEFT_SMEM_BYTES_WIDE);
+    int checked = 0;
+    for (size_t n = 0; n < g.nodes().size(); ++n) {
+      const Node& node = g.nodes()[n];
+      if (node.op->name != std::string_view("linear")) continue;
+      const int64_t k = g.tensor(node.inputs[1]).type.shape[1].value;
+      const int64_t most = std::min<int64_t>(WEFT_MMA_MAX_ROWS, WEFT_MMA_ROWS_FIT_IN(WEFT_SMEM_BYTES_WIDE, k, 2));
+      const TileGrid& grid = l.tg.grids[n];
+      const std::string what = "K=" + std::to_string(k) + " batch " + std::to_string(batch);
+      EXPECT_EQ(grid.row_blocks(), (batch + most - 1) / most) << what;
+      EXPECT_GE(grid.row_block, WEFT_MMA_MIN_ROWS) << what;
+      ++checked;
+    }
+    EXPECT_EQ(checked, 5) << "qkv, o, gate_up, down, logits";
+  }
+  bool wide = false;
+  lower_for_device(g, SymbolValues(g.symbols().size(), 8), 132, 90, wide);
+  EXPECT_TRUE(wide) << "batch 8: down's 8 rows of K 8192";
+}
+
 // The wide shared memory only where the arch has it and it merges row blocks: Llama-1B batch 8 on sm_90 (down's
 // K 8192), not on sm_80, not at batch 1 (no tensor-core tiles), not for a decoder whose tiles fit either way.
 TEST(Lowering, WideSharedMemoryOnlyWhereItMergesRowBlocks) {
