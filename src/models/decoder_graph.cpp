@@ -107,7 +107,7 @@ DecoderShape decoder_shape_from_hf_config(const std::string& config_json) {
   return s;
 }
 
-int fuse_linear_inputs_for(int64_t max_batch) { return max_batch <= 8 ? 1 : 0; }
+bool fused_linear_inputs_pay(int64_t rows, int64_t ffn) { return rows * ffn <= 32768; }
 
 Graph build_decoder_graph(const DecoderShape& s) {
   Graph g(s.name);

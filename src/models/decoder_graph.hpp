@@ -29,7 +29,7 @@ struct DecoderShape {
   // (docs/perf.md): once fused everywhere, then only up to hidden 1024 (Llama-3.2-1B on an H200 was slower
   // fused while every task still read its descriptor through L2 and called each op across the device library's
   // ABI); since the task loop inlines the ops, fused is faster for both (H100: Llama-3.2-1B 1.56-1.60 ms vs
-  // 1.66 separate, Qwen3-0.6B 1.71-1.74 vs 1.79). A Model sets it from its max_batch (fuse_linear_inputs_for).
+  // 1.66 separate, Qwen3-0.6B 1.71-1.74 vs 1.79). A Model keeps both graphs where batches differ (Model::graph_for).
   int fuse_linear_inputs = -1;
   // Whether each layer's slices, q/k head norms, rope and attention are one attention_decode_qkv op (true) or
   // the separate ops (false, to measure the difference).
@@ -46,12 +46,13 @@ DecoderShape tiny_decoder_shape(bool qwen3);
 // contradictory fields are errors naming the field.
 DecoderShape decoder_shape_from_hf_config(const std::string& config_json);
 
-// DecoderShape::fuse_linear_inputs for a model served up to max_batch rows. Fused inputs are recomputed by every
-// column tile of the linear they feed: free at batch 1, but a batched down projection's tiles each stage and
-// activate all their rows' gate | up from L2. On an H200 (docs/perf.md, round 14), Llama-3.2-1B at batch 32 ran
-// 2.97 ms per token unfused against 3.64 fused; at batch 8 fused was faster (1.60 vs 1.86). So: fused up to 8
-// rows, separate ops beyond.
-int fuse_linear_inputs_for(int64_t max_batch);
+// Whether a decode step of `rows` rows is faster with its norms and SwiGLU inside the linears they feed
+// (DecoderShape::fuse_linear_inputs). Fused inputs are recomputed by every column tile of the linear: free for one
+// row, but each tile of a batched down projection stages and activates rows x ffn of SwiGLU from L2 (14 of a 25 us
+// tile at 8 rows of Llama-3.2-1B). On an H200 (docs/perf.md, round 14), unfused against fused: Llama-3.2-1B (ffn
+// 8192) +7.7% at 1 row, +2.2% at 2, -0.8% at 4, -6.6% at 8, -19% at 32; Qwen3-0.6B (ffn 3072) +17% at 1 row,
+// +1.9% at 8. Fused while rows x ffn <= 32768.
+bool fused_linear_inputs_pay(int64_t rows, int64_t ffn);
 
 // Tensors are named as in HF checkpoints where one exists ("model.layers.3.self_attn.qkv_proj.weight" for the
 // fused projection); inputs are "input_ids" and "positions", states "layers.N.k_cache" / "v_cache", outputs

@@ -34,6 +34,8 @@ class DeviceGenerator final : public Generator {
  public:
   DeviceGenerator(std::shared_ptr<const Model> m, std::shared_ptr<DeviceContext> device, const ProgramOptions& options)
       : model_(std::move(m)), device_(std::move(device)), program_(device_, model_->graph(), options) {
+    const Graph& largest = model_->graph_for(model_->shape().max_batch);
+    if (&largest != &model_->graph()) unfused_ = std::make_unique<Program>(device_, largest, options);
     DeviceContext::Scope scope(*device_);
     const DriverApi& d = driver();
     check_cu(d.stream_create(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
@@ -70,7 +72,7 @@ class DeviceGenerator final : public Generator {
     return device_->name() + " (" + device_->arch() + ", " + std::to_string(device_->sm_count()) + " SMs)";
   }
 
-  const CompileResult& compile(int64_t batch) override { return program_.specialize(SymbolValues{batch}); }
+  const CompileResult& compile(int64_t batch) override { return program_for(batch).specialize(SymbolValues{batch}); }
 
   GenerateResult generate(const GenerateRequest& r) override {
     check_request(*model_, r);
@@ -79,7 +81,8 @@ class DeviceGenerator final : public Generator {
     const DriverApi& d = driver();
     const auto batch = static_cast<size_t>(r.batch), steps = static_cast<size_t>(r.steps), plen = static_cast<size_t>(r.prompt_len);
     const size_t row = batch * sizeof(int32_t);
-    program_.specialize(SymbolValues{r.batch});  // compile before anything is timed
+    Program& program = program_for(r.batch);
+    program.specialize(SymbolValues{r.batch});  // compile before anything is timed
 
     // KV caches, zeroed per request; logits.
     std::vector<Binding> bindings = bindings_;
@@ -115,6 +118,10 @@ class DeviceGenerator final : public Generator {
     bindings.push_back({m.input_ids(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
     bindings.push_back({m.positions(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
     bindings.push_back({m.next_token(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
+    // The model's ids are graph()'s; the program may run the unfused graph (Model::graph_for).
+    const Graph& ran = model_->graph_for(r.batch);
+    auto id = [&](TensorId t) { return same_tensor(t, m.graph(), ran); };
+    for (Binding& b : bindings) b.tensor = id(b.tensor);
     auto bind_step = [&](CUdeviceptr ids, CUdeviceptr pos, CUdeviceptr next) {
       bindings[ids_at].view.data = reinterpret_cast<void*>(ids);
       bindings[ids_at + 1].view.data = reinterpret_cast<void*>(pos);
@@ -125,7 +132,7 @@ class DeviceGenerator final : public Generator {
     check_cu(d.event_record(ev[0], stream_), "cuEventRecord");
     for (size_t t = 0; t + 1 < plen; ++t) {
       bind_step(prompt_rows + t * row, pos_rows_dev + t * row, gen_rows + steps * row);
-      program_.run(bindings, stream_);
+      program.run(bindings, stream_);
     }
     check_cu(d.event_record(ev[1], stream_), "cuEventRecord");
     const size_t vocab = static_cast<size_t>(m.shape().vocab);
@@ -134,28 +141,28 @@ class DeviceGenerator final : public Generator {
       bind_step(prompt_rows + (plen - 1) * row, pos_rows_dev + (plen - 1) * row, gen_rows + steps * row);
       LoopRequest loop;
       loop.steps = static_cast<int32_t>(r.steps);
-      loop.feedback_output = m.next_token();
-      loop.feedback_input = m.input_ids();
-      loop.counter_input = m.positions();
+      loop.feedback_output = id(m.next_token());
+      loop.feedback_input = id(m.input_ids());
+      loop.counter_input = id(m.positions());
       loop.history = gen_rows;
-      program_.run_loop(bindings, loop, stream_);
+      program.run_loop(bindings, loop, stream_);
       check_cu(d.event_record(ev[2], stream_), "cuEventRecord");
     } else {
       for (size_t j = 0; j < steps; ++j) {
         const CUdeviceptr ids = j == 0 ? prompt_rows + (plen - 1) * row : r.forced.empty() ? gen_rows + (j - 1) * row : forced_rows + (j - 1) * row;
         bind_step(ids, pos_rows_dev + (plen - 1 + j) * row, gen_rows + j * row);
-        program_.run(bindings, stream_);
+        program.run(bindings, stream_);
         check_cu(d.event_record(ev[j + 2], stream_), "cuEventRecord");
         if (r.logits) {
           check_cu(d.memcpy_dtoh_async(logits_host.data(), logits_dev, logits_host.size(), stream_), "cuMemcpyDtoHAsync (logits)");
-          program_.synchronize(stream_);
+          program.synchronize(stream_);
           widen_to_f32(logits_host.data(), m.shape().dtype, r.logits + j * batch * vocab, batch * vocab);
         }
       }
     }
     std::vector<int32_t> gen(steps * batch);
     check_cu(d.memcpy_dtoh_async(gen.data(), gen_rows, gen.size() * sizeof(int32_t), stream_), "cuMemcpyDtoHAsync (tokens)");
-    program_.synchronize(stream_);  // also reports a device-side error of any run above
+    program.synchronize(stream_);  // also reports a device-side error of any run above
 
     GenerateResult out;
     out.tokens.resize(batch * steps);
@@ -173,6 +180,20 @@ class DeviceGenerator final : public Generator {
   }
 
  private:
+  // The program whose graph a step of `batch` rows runs (Model::graph_for).
+  Program& program_for(int64_t batch) {
+    return unfused_ && &model_->graph_for(batch) != &model_->graph() ? *unfused_ : program_;
+  }
+
+  // The tensor of `to` named as `t` of `from` (the graphs name every bound tensor alike).
+  static TensorId same_tensor(TensorId t, const Graph& from, const Graph& to) {
+    if (&from == &to) return t;
+    const std::string& name = from.tensor(t).name;
+    const TensorId found = to.find_tensor(name);
+    if (found == kNoTensor) fail(Status::internal, "tensor '" + name + "' is missing from the unfused decoder graph");
+    return found;
+  }
+
   // CUDA events with timing, destroyed with the request.
   class Events {
    public:
@@ -202,6 +223,7 @@ class DeviceGenerator final : public Generator {
   std::shared_ptr<const Model> model_;
   std::shared_ptr<DeviceContext> device_;
   Program program_;
+  std::unique_ptr<Program> unfused_;  // the unfused graph's, where the model has one
   CUstream stream_ = nullptr;
   DeviceBuffer weights_, states_, io_;
   std::vector<Binding> bindings_;  // the weights

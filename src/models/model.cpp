@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "graph/op_def.hpp"
 
 namespace weft {
 
@@ -28,12 +29,21 @@ DecoderShape shape_of(const std::filesystem::path& dir, const ModelOptions& o) {
     invalid("max_seq " + std::to_string(o.max_seq) + " exceeds the model's max_position_embeddings " + std::to_string(s.max_seq));
   s.max_seq = o.max_seq > 0 ? o.max_seq : std::min(s.max_seq, kDefaultMaxSeq);
   s.max_batch = o.max_batch;
-  s.fuse_linear_inputs = fuse_linear_inputs_for(o.max_batch);
   // WEFT_FUSE_LINEAR_INPUTS=0 or 1 overrides the choice (DecoderShape::fuse_linear_inputs), to measure it.
   if (const char* fuse = std::getenv("WEFT_FUSE_LINEAR_INPUTS")) s.fuse_linear_inputs = std::string(fuse) == "0" ? 0 : 1;
   // WEFT_FUSE_ATTENTION=0 builds the layers' attention from the separate ops (DecoderShape::fuse_attention).
   if (const char* fuse = std::getenv("WEFT_FUSE_ATTENTION")) s.fuse_attention = std::string(fuse) != "0";
   return s;
+}
+
+// The decoder with its norms and SwiGLU as separate ops, where the model reaches batches that run it faster
+// (fused_linear_inputs_pay) and no override ($WEFT_FUSE_LINEAR_INPUTS) fixed the choice.
+std::optional<Graph> unfused_graph(const DecoderShape& s) {
+  if (s.fuse_linear_inputs >= 0 || fused_linear_inputs_pay(s.max_batch, s.ffn)) return std::nullopt;
+  if (!fused_linear_supported(s.hidden, s.dtype) || !fused_linear_supported(s.ffn, s.dtype)) return std::nullopt;
+  DecoderShape u = s;
+  u.fuse_linear_inputs = 0;
+  return build_decoder_graph(u);
 }
 
 }  // namespace
@@ -42,12 +52,17 @@ Model::Model(const std::filesystem::path& dir, const ModelOptions& options)
     : dir_(dir),
       shape_(shape_of(dir, options)),
       graph_(build_decoder_graph(shape_)),
+      unfused_graph_(unfused_graph(shape_)),
       checkpoint_(dir),
       weights_(graph_, checkpoint_),
       input_ids_(graph_.find_tensor("input_ids")),
       positions_(graph_.find_tensor("positions")),
       logits_(graph_.find_tensor("logits")),
       next_token_(graph_.find_tensor("next_token")) {}
+
+const Graph& Model::graph_for(int64_t batch) const {
+  return unfused_graph_ && !fused_linear_inputs_pay(batch, shape_.ffn) ? *unfused_graph_ : graph_;
+}
 
 std::vector<Model::RequestTensor> Model::request_tensors(int64_t batch) const {
   std::vector<RequestTensor> out;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -30,6 +31,11 @@ class Model {
 
   const DecoderShape& shape() const { return shape_; }
   const Graph& graph() const { return graph_; }
+  // The graph a decode step of `batch` rows runs: graph(), or, where the model reaches batches that run faster so
+  // (fused_linear_inputs_pay), the same decoder with its norms and SwiGLU as separate ops. Both name their
+  // weights, states, inputs and outputs alike, with other tensor ids: weights(), request_tensors() and the ids
+  // below are graph()'s (look a tensor up by name in the other).
+  const Graph& graph_for(int64_t batch) const;
   const ModelWeights& weights() const { return weights_; }
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -51,6 +57,7 @@ class Model {
   std::filesystem::path dir_;
   DecoderShape shape_;
   Graph graph_;
+  std::optional<Graph> unfused_graph_;
   Checkpoint checkpoint_;  // before weights_: the weights point into its mappings
   ModelWeights weights_;
   TensorId input_ids_, positions_, logits_, next_token_;

@@ -158,29 +158,39 @@ TEST_F(GenerationTest, BadRequestsAreNamed) {
   expect_invalid([&] { gen->generate(r); }, "steps is 0");
 }
 
-// A model served up to 8 rows runs its norms and SwiGLU inside the linears they feed; one served to more rows
-// keeps them separate ops (fuse_linear_inputs_for: fused inputs are recomputed by every column tile, which a
-// batched down projection pays for). Same tokens either way.
-TEST_F(GenerationTest, LinearInputsAreFusedUpToEightRows) {
+// Batches whose rows x ffn exceed 32768 run the decoder with its norms and SwiGLU as separate ops (fused inputs
+// are recomputed by every column tile: fused_linear_inputs_pay); smaller ones, and models that never reach such
+// batches, the fused one. Same tokens either way.
+TEST_F(GenerationTest, LargeBatchesRunTheUnfusedGraph) {
   auto count = [](const Graph& g, const std::string& op) {
     int n = 0;
     for (const Node& node : g.nodes()) n += node.op->name == op;
     return n;
   };
-  EXPECT_EQ(fuse_linear_inputs_for(1), 1);
-  EXPECT_EQ(fuse_linear_inputs_for(8), 1);
-  EXPECT_EQ(fuse_linear_inputs_for(9), 0);
-  EXPECT_EQ(fuse_linear_inputs_for(64), 0);
-  const auto small = load(false, 8);
-  const Model large(dir, ModelOptions{16, 0});
-  ASSERT_TRUE(fused_linear_supported(small->shape().ffn, small->shape().dtype));
-  EXPECT_EQ(count(small->graph(), "silu_mul_linear"), small->shape().layers);
-  EXPECT_EQ(count(small->graph(), "silu_mul"), 0);
-  EXPECT_EQ(count(large.graph(), "silu_mul_linear"), 0);
-  EXPECT_EQ(count(large.graph(), "silu_mul"), large.shape().layers);
-  EXPECT_EQ(count(large.graph(), "rmsnorm_linear"), 0);
-  const std::vector<int32_t> prompt = {5, 9, 2, 7};
-  EXPECT_EQ(by_hand(*small, prompt, 1, 4, 3), by_hand(large, prompt, 1, 4, 3));
+  EXPECT_TRUE(fused_linear_inputs_pay(1, 8192));
+  EXPECT_TRUE(fused_linear_inputs_pay(4, 8192));
+  EXPECT_FALSE(fused_linear_inputs_pay(8, 8192));
+  EXPECT_TRUE(fused_linear_inputs_pay(8, 3072));
+  EXPECT_FALSE(fused_linear_inputs_pay(16, 3072));
+  DecoderShape s = test::tiny_decoder(2, 4, 32, false);
+  s.ffn = 8192;
+  write_random_checkpoint(dir, s, 11, 0.1f);
+  ASSERT_TRUE(fused_linear_supported(s.ffn, s.dtype));
+  const Model small(dir, ModelOptions{4, 0}), large(dir, ModelOptions{8, 0});
+  EXPECT_EQ(&small.graph_for(4), &small.graph()) << "4 x 8192 rows: fused";
+  EXPECT_EQ(&large.graph_for(4), &large.graph());
+  const Graph& unfused = large.graph_for(8);
+  ASSERT_NE(&unfused, &large.graph());
+  EXPECT_EQ(count(large.graph(), "silu_mul_linear"), s.layers);
+  EXPECT_EQ(count(unfused, "silu_mul_linear"), 0);
+  EXPECT_EQ(count(unfused, "silu_mul"), s.layers);
+  EXPECT_EQ(count(unfused, "rmsnorm_linear"), 0);
+  // Every tensor a request binds is in both graphs, by name.
+  for (const ModelWeight& w : large.weights().weights())
+    EXPECT_NE(unfused.find_tensor(large.graph().tensor(w.tensor).name), kNoTensor);
+  for (const auto& t : large.request_tensors(8))
+    EXPECT_NE(unfused.find_tensor(large.graph().tensor(t.tensor).name), kNoTensor);
+  for (const char* io : {"input_ids", "positions", "next_token"}) EXPECT_NE(unfused.find_tensor(io), kNoTensor);
 }
 
 TEST_F(GenerationTest, BadFoldersAreNamed) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include "core/error.hpp"
 #include "gpu_test_util.hpp"
@@ -18,13 +19,15 @@ using test::DeviceTensor;
 using test::GpuSession;
 
 struct TinyModel {
-  explicit TinyModel(bool qwen, int64_t layers = 2) {
+  // ffn > 0: that FFN width, with a max batch of 8 (8 x 8192 rows run the unfused graph: Model::graph_for).
+  explicit TinyModel(bool qwen, int64_t layers = 2, int64_t ffn = 0) {
     dir = fs::temp_directory_path() / ("weft_gpu_generation_" + std::to_string(::getpid()) + (qwen ? "_q" : "_l"));
     fs::remove_all(dir);
     DecoderShape s = test::tiny_decoder(layers, 4, 64, qwen);
     s.tie_word_embeddings = !qwen;
+    if (ffn > 0) s.ffn = ffn;
     write_random_checkpoint(dir, s, 5, 0.1f);
-    model = std::make_shared<const Model>(dir, ModelOptions{4, 0});
+    model = std::make_shared<const Model>(dir, ModelOptions{ffn > 0 ? 8 : 4, 0});
   }
   ~TinyModel() { fs::remove_all(dir); }
   fs::path dir;
@@ -43,11 +46,16 @@ GenerateRequest request(int64_t batch, int64_t steps) {
 TEST(GpuGeneration, MatchesTheReferenceTeacherForced) {
   WEFT_REQUIRE_GPU();
   GpuSession session;
-  for (bool qwen : {false, true}) {
-    TinyModel tm(qwen);
+  // The third model has an FFN of 8192: batch 8 runs its unfused graph on the GPU, against the fused reference.
+  for (int variant : {0, 1, 2}) {
+    const bool qwen = variant == 1;
+    TinyModel tm(qwen, 2, variant == 2 ? 8192 : 0);
+    if (variant == 2) {
+      ASSERT_NE(&tm.model->graph_for(8), &tm.model->graph());
+    }
     auto gpu = make_device_generator(tm.model, session.context(), ProgramOptions{});
     auto ref = make_reference_generator(tm.model, false);
-    for (int64_t batch : {1, 3}) {
+    for (int64_t batch : variant == 2 ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 3}) {
       GenerateRequest r = request(batch, 12);
       const int64_t vocab = tm.model->shape().vocab;
       std::vector<float> want(static_cast<size_t>(r.steps * batch * vocab)), got(want.size());
@@ -65,7 +73,7 @@ TEST(GpuGeneration, MatchesTheReferenceTeacherForced) {
             num += (double(g[v]) - w[v]) * (double(g[v]) - w[v]);
             den += double(w[v]) * w[v];
           }
-          EXPECT_LE(std::sqrt(num / den), 2e-2) << (qwen ? "qwen3" : "llama") << " batch " << batch << " step " << j << " row " << b;
+          EXPECT_LE(std::sqrt(num / den), 2e-2) << (variant == 2 ? "llama ffn 8192" : qwen ? "qwen3" : "llama") << " batch " << batch << " step " << j << " row " << b;
           // The argmax agrees wherever the reference's top-2 gap is clear.
           std::vector<float> sorted(w, w + vocab);
           std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
@@ -96,6 +104,13 @@ TEST(GpuGeneration, MultiStepLaunchEqualsOneLaunchPerStep) {
       ASSERT_EQ(loop.step_ms.size(), static_cast<size_t>(steps));
     }
   }
+  // The unfused graph's multi-step launch (its feedback tensors looked up by name).
+  TinyModel wide(false, 2, 8192);
+  auto unfused = make_device_generator(wide.model, session.context(), ProgramOptions{});
+  GenerateRequest r = request(8, 7);
+  const GenerateResult step = unfused->generate(r);
+  r.multi_step = true;
+  EXPECT_EQ(unfused->generate(r).tokens, step.tokens) << "unfused graph, batch 8";
 }
 
 TEST(GpuGeneration, RunLoopLeavesTheSameStateAsSeparateRuns) {
