@@ -149,7 +149,7 @@ __device__ __forceinline__ float* mma_partial(float* parts, int w, int side, int
   return parts + ((w * 2 + side) * kMmaGroupRows + col) * rows + row;
 }
 
-// Consumes the stream of a tile whose x rows (at most 16 MB: MB m16 blocks, each multiplied with every B
+// Consumes the stream of a tile whose x rows (at most 16 x MB: MB m16 blocks, each multiplied with every B
 // fragment, so the weights stream once for all of them) are staged at xs (row stride ldx = K + WEFT_MMA_X_PAD) and
 // stores out(row, n, v) for every output. parts: the partial sums.
 template <typename T, int MB, typename Out>

@@ -5,8 +5,10 @@
 // It lives in the device library, not in the generated kernel, so that every op is inlined into it: an op
 // called across the library boundary is an ABI call, and the callee saved and restored ~60 registers through
 // local memory on every task, which cost 2-3 us per task on the critical path of a decode step (measured with
-// WEFT_TRACE and ncu: a GEMV task that returned at once still took 2.8 us). Attention is the exception: its bodies
-// and prologues are called out of line with pointer operands (ops_attention_qkv.cuh says why).
+// WEFT_TRACE and ncu: a GEMV task that returned at once still took 2.8 us). Exceptions, called out of line with
+// pointer operands, where inlining cost every task more than the call costs the op: the attention bodies and
+// prologues (ops_attention_qkv.cuh), the GEMV tiles a batch-1 kernel does not run (ops_linear.cuh) and the ops
+// of op_inlined below.
 #ifndef WEFT_DEVICE_TASK_LOOP_CUH
 #define WEFT_DEVICE_TASK_LOOP_CUH
 
@@ -41,7 +43,9 @@ __device__ __forceinline__ bool grid_barrier(const weft_loop& loop, unsigned int
 // The ops that run once per layer of a decode step are inlined; the rest are called out of line, with pointer
 // operands (~0.6 us per call). Inlined code costs every task of the loop registers and set-up whether it runs or
 // not (docs/perf.md, rounds 12-14), and inlining every op made the library's build ~5x slower. The embedding and
-// argmax run once per step, the plain norms, rope, add and silu_mul only in graphs without fused linear inputs.
+// argmax run once per step; the plain norms, rope, add and silu_mul only in graphs without fused linear inputs —
+// batched steps of many rows (fused_linear_inputs_pay), whose measurements in docs/perf.md round 14 include the
+// call.
 // The attention ops' bodies are out of line themselves (ops_attention_qkv.cuh); the GEMV ops inline only their
 // hot tiles (WEFT_GEMV_OP_RUN, ops_linear.cuh).
 __device__ constexpr bool op_inlined(int op) {
