@@ -55,6 +55,30 @@
   (((smem) - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES - (k) * (esize)) / WEFT_MMA_ROW_BYTES(k, esize))
 #define WEFT_MMA_ROWS_FIT(k, esize) WEFT_MMA_ROWS_FIT_IN(WEFT_SMEM_BYTES, k, esize)
 
+// A plain linear's tensor-core tile whose x rows do not fit at once stages them in K chunks (gemv_mma.cuh): per
+// chunk KC columns of every row (KC + WEFT_MMA_X_PAD elements each) and the partial sums, plus an f32 sum per
+// output of the tile across chunks. Without it such a tile takes several row blocks and every block streams
+// the whole weight again (Llama-1B's down projection at batch 32: four times). Returns the K per chunk: K itself
+// when the rows fit whole (as WEFT_MMA_ROWS_FIT_IN counts), else the largest K / d (d = 2, 3, ...; a multiple
+// of WEFT_MMA_K_MULTIPLE) that fits, else 0. Lowering and the device take the same value.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define WEFT_HOST_DEVICE __host__ __device__
+#else
+#define WEFT_HOST_DEVICE
+#endif
+static inline WEFT_HOST_DEVICE long long weft_mma_chunk_k(long long smem, long long k, long long rows,
+                                                          long long cols, long long esize) {
+  if (rows < WEFT_MMA_MIN_ROWS || rows > WEFT_MMA_MAX_ROWS || cols <= 0 || k <= 0 || k % WEFT_MMA_K_MULTIPLE != 0)
+    return 0;
+  if (rows <= WEFT_MMA_ROWS_FIT_IN(smem, k, esize)) return k;
+  const long long room = smem - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES - rows * cols * 4;
+  for (long long d = 2; k / d >= WEFT_MMA_K_MULTIPLE; ++d) {
+    const long long kc = k / d;
+    if (k % d == 0 && kc % WEFT_MMA_K_MULTIPLE == 0 && rows * WEFT_MMA_ROW_BYTES(kc, esize) <= room) return kc;
+  }
+  return 0;
+}
+
 // d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
 // has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole
 // rows", so C = col1. Lowering only needs to fill it for tiles that cut rows.

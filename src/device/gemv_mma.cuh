@@ -67,10 +67,12 @@ __device__ __forceinline__ void cp_async16_zfill(unsigned int dst, const void* s
                : "memory");
 }
 
-// A tile's plan: flat stage f is (group f / spk, part f % spk); this warp's range is [f0, f1).
+// A tile's plan: flat stage f is (group f / spk, part f % spk); this warp's range is [f0, f1). The stages cover
+// kc of the weight rows' K (ldw elements apart): all of it, or one chunk of a chunked tile (weft_mma_chunk_k),
+// the caller offsetting the weights by the chunk's first k.
 struct MmaStream {
   bool on = false;
-  i64 spk = 0, total = 0, f0 = 0, f1 = 0;
+  i64 spk = 0, total = 0, f0 = 0, f1 = 0, kc = 0, ldw = 0;
   __device__ __forceinline__ i64 begin(int w) const { return w * total / WEFT_BLOCK_WARPS; }
 };
 
@@ -88,23 +90,30 @@ struct MmaCursor {
 };
 
 // Whether the tile takes the tensor-core path: 16-bit T, WEFT_MMA_MIN_ROWS..WEFT_MMA_ROWS_FIT rows, K a multiple
-// of the stage, 16-byte aligned weights. Lowering sizes fused tiles with the same rule.
+// of the stage, 16-byte aligned weights. `chunked` (a plain linear's tile): rows that do not fit whole may be
+// staged in K chunks. Lowering sizes tiles with the same rules.
 template <typename T>
-__device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, const T* w) {
+__device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, const T* w, bool chunked) {
   MmaStream s;
   if constexpr (sizeof(T) == 2 && WEFT_DEVLIB_TENSOR_CORES) {
     const i64 k = a->d[0], rows = a->row1 - a->row0, cols = a->col1 - a->col0;
     if (rows < WEFT_MMA_MIN_ROWS || rows > WEFT_MMA_MAX_ROWS || k <= 0 || k % kMmaStageK != 0 || !aligned16(w) ||
-        cols <= 0 || rows > WEFT_MMA_ROWS_FIT(k, 2))  // a decode row (rows == 1) leaves at the first test
+        cols <= 0)  // a decode row (rows == 1) leaves at the first test
       return s;
+    const i64 kc = chunked ? weft_mma_chunk_k(WEFT_SMEM_BYTES, k, rows, cols, 2)
+                           : (rows <= WEFT_MMA_ROWS_FIT(k, 2) ? k : 0);
+    if (kc <= 0) return s;
     s.on = true;
-    s.spk = k / kMmaStageK;
+    s.kc = kc;
+    s.ldw = k;
+    s.spk = kc / kMmaStageK;
     s.total = (cols + kMmaGroupRows - 1) / kMmaGroupRows * s.spk;
     s.f0 = s.begin(warp());
     s.f1 = s.begin(warp() + 1);
   }
   (void)a;
   (void)w;
+  (void)chunked;
   return s;
 }
 
@@ -115,7 +124,7 @@ template <typename T>
 __device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w, const weft_task_args* a,
                                                const MmaStream& st, const MmaCursor& c) {
   if (c.f < st.f1) {
-    const i64 k = a->d[0], g = c.g, part = c.part;
+    const i64 k = st.ldw, g = c.g, part = c.part;
     const unsigned int base = static_cast<unsigned int>(__cvta_generic_to_shared(ring + slot * kGemvMaxStageBytes));
     const u64 policy = l2_evict_first_policy();
     const int unit = lane() % kMmaUnitsPerRow;
@@ -253,12 +262,13 @@ __device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w
   else gemv_mma_blocks<T, 1>(a, w, st, xs, ldx, parts, smem, out);
 }
 
-// Before the task's wait: the first stages of whichever stream the tile takes. w_in: the weight's operand index.
+// Before the task's wait: the first stages of whichever stream the tile takes (a chunked tile: its first chunk's).
+// w_in: the weight's operand index; chunked: the op is a plain linear (see gemv_mma_plan).
 template <typename T>
 __device__ __forceinline__ void linear_stream_prologue(const weft_task_args* a, const weft_env* env, char* smem,
-                                                       int w_in) {
+                                                       int w_in, bool chunked) {
   const T* w = in_ptr<T>(a, env, w_in);
-  const MmaStream ms = gemv_mma_plan<T>(a, w);
+  const MmaStream ms = gemv_mma_plan<T>(a, w, chunked);
   if (ms.on) gemv_mma_prologue<T>(a, w, ms, smem);
   else gemv_stream_prologue<T>(a, w, smem);
 }

@@ -87,17 +87,17 @@ struct GemvCursor {
   }
 };
 
-// Copies `rows` rows of k elements (16-byte aligned, k a multiple of Vec<T>::N) from src (row stride k) into
-// shared memory at dst (row stride ldx) with cp.async, every unit in flight at once without registers, then waits
-// for them (and for this thread's weight stages: issued before the task's wait, they have landed or are about
-// to). The caller's barrier publishes the rows to the block.
+// Copies `rows` rows of `width` elements (16-byte aligned, width a multiple of Vec<T>::N) from src (row stride
+// lds) into shared memory at dst (row stride ldx) with cp.async, every unit in flight at once without registers,
+// then waits for them (and for this thread's weight stages: issued before the task's wait, they have landed or
+// are about to). The caller's barrier publishes the rows to the block.
 template <typename T>
-__device__ __forceinline__ void stage_rows_async(T* dst, i64 ldx, const T* src, i64 k, i64 rows) {
+__device__ __forceinline__ void stage_rows_async(T* dst, i64 ldx, const T* src, i64 lds, i64 width, i64 rows) {
   constexpr int N = Vec<T>::N;
-  const int per_row = static_cast<int>(k / N), n = static_cast<int>(rows) * per_row;
+  const int per_row = static_cast<int>(width / N), n = static_cast<int>(rows) * per_row;
   for (int e = tid(); e < n; e += WEFT_BLOCK_THREADS) {
     const int r = e / per_row, v = e - r * per_row;
-    cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(dst + r * ldx + v * N)), src + r * k + v * N);
+    cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(dst + r * ldx + v * N)), src + r * lds + v * N);
   }
   cp_async_commit();
   cp_async_wait<0>();

@@ -304,13 +304,11 @@ TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t 
   if (sm < WEFT_SMEM_WIDE_MIN_SM || !may_use_tensor_core_tiles(base)) return base;
   TaskGraph w = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_WIDE});
   // The wide size only changes grids by allowing more rows per tensor-core tile (fewer row blocks, or a linear
-  // that had too many for the streamed path taking it).
-  for (size_t n = 0; n < w.grids.size(); ++n)
-    if (w.grids[n].row_block != base.grids[n].row_block) {
-      wide = true;
-      return w;
-    }
-  return base;
+  // that had too many for the streamed path taking it), and chunked tiles by allowing longer chunks.
+  bool better = mma_x_chunks(w, WEFT_SMEM_BYTES_WIDE) < mma_x_chunks(base, WEFT_SMEM_BYTES_BASE);
+  for (size_t n = 0; n < w.grids.size() && !better; ++n) better = w.grids[n].row_block != base.grids[n].row_block;
+  wide = better;
+  return better ? w : base;
 }
 
 }  // namespace weft

@@ -123,14 +123,20 @@ TileGrid decode_linear_grid(const LowerCtx& c, int64_t row_block) {
   return TileGrid{v.rows, v.cols, row_block, std::max<int64_t>(8, ceil_div(v.cols, c.spread_sms()))};
 }
 
-// Decode-sized x (up to 4 row blocks of a tensor-core tile, or a few rows): the decode grid. Larger x: tiles
+// Decode-sized x (a tensor-core tile, up to 4 row blocks of them, or a few rows): the decode grid. Larger x: tiles
 // for the GEMM path. Tensor-core row blocks come first even for a few rows: 8 rows of K 8192 fit only the wide
 // shared memory, and a grid that depends on it is what makes lower_for_device pick it (at the base size the
 // device would stream such a tile on CUDA cores: an unfused Llama-1B down projection at batch 8 took 33 us per
-// tile instead of ~11).
+// tile instead of ~11). Rows that fit whole only in several row blocks take one block that stages x in K chunks
+// instead (weft_mma_chunk_k): each row block streams the whole weight, and x's bytes (from L2) are the same.
 TileGrid linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
-  const int64_t mma = mma_row_block(c, v.rows, c.in_shape(1)[1], static_cast<int64_t>(dtype_size(c.in_dtype(1))), 4);
+  const int64_t k = c.in_shape(1)[1], esize = static_cast<int64_t>(dtype_size(c.in_dtype(1)));
+  const int64_t mma = mma_row_block(c, v.rows, k, esize, 4);
+  if (mma != v.rows && esize == 2) {
+    const TileGrid one_block = decode_linear_grid(c, v.rows);
+    if (weft_mma_chunk_k(c.options().mma_smem_bytes, k, v.rows, one_block.col_tile, esize) > 0) return one_block;
+  }
   if (mma > 0) return decode_linear_grid(c, mma);
   if (v.rows <= kDecodeRows) return decode_linear_grid(c, v.rows);
   return column_grid(c, 8, 8, 64);
@@ -425,6 +431,17 @@ std::vector<Region> flat_range_regions(const View2D& v, int64_t e0, int64_t e1) 
   if (r1 > r0 + 1) r.push_back(Region{r0 + 1, r1, 0, v.cols});
   r.push_back(Region{r1, r1 + 1, 0, c1});
   return r;
+}
+
+int64_t mma_x_chunks(const TaskGraph& tg, int32_t smem_bytes) {
+  int64_t chunks = 0;
+  for (const Task& t : tg.tasks) {
+    if (t.dev_op != WEFT_DEV_OP_LINEAR || (t.args.dtype != WEFT_DEV_BF16 && t.args.dtype != WEFT_DEV_F16)) continue;
+    const int64_t k = t.args.d[0];
+    const int64_t kc = weft_mma_chunk_k(smem_bytes, k, t.args.row1 - t.args.row0, t.args.col1 - t.args.col0, 2);
+    if (kc > 0 && kc < k) chunks += k / kc;
+  }
+  return chunks;
 }
 
 bool may_use_tensor_core_tiles(const TaskGraph& tg) {

@@ -113,8 +113,8 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
 
 // lower() for a kernel of compute capability `sm` (x10: 90 for sm_90a): with the base shared memory, or with the
 // wide one (WEFT_SMEM_BYTES_WIDE, `wide` set) where the arch has it and it gives some tensor-core op more rows
-// per tile — fewer row blocks, each weight streamed fewer times. Where it changes no grid the base size is kept:
-// its larger L1 holds the task loop's spills.
+// per tile — fewer row blocks, each weight streamed fewer times — or fewer x chunks (mma_x_chunks). Where it
+// changes neither the base size is kept: its larger L1 holds the task loop's spills.
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide);
 
 // After every wait is known (lowering + memory plan): drops events nobody waits on, renumbers, and sets each
@@ -127,5 +127,9 @@ void finalize_events(TaskGraph& tg);
 // without them (CompileOptions::tensor_cores), whose task loop is smaller: every op is inlined into it, unused
 // code included.
 bool may_use_tensor_core_tiles(const TaskGraph& tg);
+
+// How many x chunks the chunked tensor-core tiles of `tg` stage (weft_mma_chunk_k) with `smem_bytes` of shared
+// memory, over all its tasks: 0 when none is chunked.
+int64_t mma_x_chunks(const TaskGraph& tg, int32_t smem_bytes);
 
 }  // namespace weft

@@ -123,6 +123,13 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{8, 8192}, {8192}, {72, 8192}}});
         specs.push_back({"linear", {}, {{8, 8192}, {56, 8192}}});
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{32, 2048}, {2048}, {520, 2048}}});
+        // Chunked tensor-core tiles (a plain linear whose rows fit whole only in several row blocks stages x in K
+        // chunks, weft_mma_chunk_k): 32 rows of K 8192 with bias and residual (4 chunks of 2048 with the wide
+        // shared memory, 8 of 1024 at the base size), 12 rows of K 8192 with a partial last group (2 chunks), and
+        // 32 rows of K 4096 in 21-column tiles (warp ranges crossing groups: cut groups summed in every chunk).
+        specs.push_back({"linear", {}, {{32, 8192}, {40, 8192}, {40}, {32, 40}}, {}, {input, weight, weight, input}});
+        specs.push_back({"linear", {}, {{12, 8192}, {203, 8192}}});
+        specs.push_back({"linear", {}, {{32, 4096}, {2700, 4096}}});
         specs.push_back({"attention_decode", {{"num_q_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}},
                          {{3, 512}, {3, 128}, {3, 128}, {3, 2048, 2, 64}, {3, 2048, 2, 64}, {3}},
                          {f, f, f, f, f, i32}, {input, input, input, state, state, input}});
@@ -190,6 +197,14 @@ TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
         ADD_FAILURE() << spec.op << " f16 rows=" << rows << ": " << e.what();
       }
     }
+  }
+  // A chunked tile (x staged in K chunks) in f16.
+  const OneOp chunked{"linear", {}, {{32, 8192}, {24, 8192}, {24}, {32, 24}}, {}, {input, weight, weight, input}};
+  try {
+    const auto problems = compare_with_reference(one_op_graph(chunked, DType::f16), {}, GpuCompareOptions{});
+    EXPECT_TRUE(problems.empty()) << "chunked linear f16" << joined(problems);
+  } catch (const Error& e) {
+    ADD_FAILURE() << "chunked linear f16: " << e.what();
   }
 }
 

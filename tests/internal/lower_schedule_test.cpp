@@ -110,7 +110,8 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
 // the base shared memory (sm_80) Llama-1B at batch 8 streams every K-2048 weight once and down's (K 8192, 4 rows
 // fit) twice, batch 32 twice (20 rows of K 2048 fit) and down's 8 times; with the wide one (sm_90 and later: 33
 // rows of K 2048 and 8 of K 8192 fit) every K-2048 weight once at batch 32 too (two m16 blocks per tile), down's
-// once at batch 8 and 4 times at batch 32.
+// once at batch 8 and 4 times at batch 32. A plain linear (o) whose rows fit only in several blocks takes one
+// block that stages x in K chunks instead (weft_mma_chunk_k): its weight streams once.
 TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
   DecoderShape shape = llama_3_2_1b_shape();
   shape.layers = 1;
@@ -134,13 +135,21 @@ TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
                                  " smem " + std::to_string(smem);
         EXPECT_EQ(grid.rows, batch) << what;
         EXPECT_GE(grid.row_block, WEFT_MMA_MIN_ROWS) << what;
+        ++checked;
+        const int64_t kc = weft_mma_chunk_k(smem, k, batch, grid.col_tile, 2);
+        if (op == "linear" && batch > most) {
+          EXPECT_EQ(grid.row_blocks(), 1) << what;
+          EXPECT_EQ(kc, 1024) << what << ": 32 rows of two chunks of K 1024 at the base size";
+          EXPECT_FALSE(wide) << what << ": 32 rows of K 2048 fit the wide size whole";
+          continue;
+        }
+        EXPECT_EQ(kc, op == "linear" ? k : kc) << what;
         EXPECT_LE(grid.row_block, most) << what;
         EXPECT_EQ(grid.row_blocks(), (batch + most - 1) / most) << what;
         const int64_t down_blocks = batch == 32 ? (wide ? 4 : 8) : batch == 8 && !wide ? 2 : 1;
         EXPECT_EQ(grid.row_blocks(), k == 8192 ? down_blocks : batch == 32 && !wide ? 2 : 1) << what;
         for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)  // even blocks: none left with a single row
           EXPECT_GE(grid.tile(rb, 0).row1 - grid.tile(rb, 0).row0, WEFT_MMA_MIN_ROWS) << what;
-        ++checked;
       }
       EXPECT_EQ(checked, 5) << "qkv, o, gate_up, down, logits";
     }
@@ -149,7 +158,9 @@ TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
 
 // The same with the norms and SwiGLU as separate ops (a model served to more than 8 rows, fuse_linear_inputs_for):
 // plain linears take tensor-core tiles from 2 rows, and at batch 8 down's 8 rows of K 8192 make the wide shared
-// memory worth it (at the base size they would be two row blocks of 4).
+// memory worth it (at the base size they would be two row blocks of 4, or two x chunks). Every linear is one row
+// block; at batch 32 down's 32 rows of K 8192 stage x in 4 chunks of 2048 (8 of 1024 at the base size, where
+// gate_up's 32 rows of K 2048 would be chunked too: the wide size is taken for fewer chunks alone).
 TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
   DecoderShape shape = llama_3_2_1b_shape();
   shape.layers = 1;
@@ -162,11 +173,11 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
       const Node& node = g.nodes()[n];
       if (node.op->name != std::string_view("linear")) continue;
       const int64_t k = g.tensor(node.inputs[1]).type.shape[1].value;
-      const int64_t most = std::min<int64_t>(WEFT_MMA_MAX_ROWS, WEFT_MMA_ROWS_FIT_IN(WEFT_SMEM_BYTES_WIDE, k, 2));
       const TileGrid& grid = l.tg.grids[n];
       const std::string what = "K=" + std::to_string(k) + " batch " + std::to_string(batch);
-      EXPECT_EQ(grid.row_blocks(), (batch + most - 1) / most) << what;
-      EXPECT_GE(grid.row_block, WEFT_MMA_MIN_ROWS) << what;
+      EXPECT_EQ(grid.row_blocks(), 1) << what;
+      EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, k, batch, grid.col_tile, 2), k == 8192 && batch == 32 ? 2048 : k)
+          << what;
       ++checked;
     }
     EXPECT_EQ(checked, 5) << "qkv, o, gate_up, down, logits";
@@ -174,6 +185,69 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
   bool wide = false;
   lower_for_device(g, SymbolValues(g.symbols().size(), 8), 132, 90, wide);
   EXPECT_TRUE(wide) << "batch 8: down's 8 rows of K 8192";
+  const SymbolValues b32(g.symbols().size(), 32);
+  const TaskGraph w = lower_for_device(g, b32, 132, 90, wide);
+  EXPECT_TRUE(wide) << "batch 32";
+  EXPECT_EQ(mma_x_chunks(w, WEFT_SMEM_BYTES_WIDE), 4 * 128) << "down: 128 column tiles of 4 chunks";
+  EXPECT_GT(mma_x_chunks(lower(g, b32, LowerOptions{132, WEFT_SMEM_BYTES_BASE}), WEFT_SMEM_BYTES_BASE), 4 * 128);
+
+  // A linear whose grid is the same at both sizes (one row block of 32 rows) and whose x is chunked only at the
+  // base size: the wide size is taken for that alone.
+  Graph one;
+  const TensorId x = one.add_tensor(TensorKind::input, "x", DType::bf16, {Dim::fixed(32), Dim::fixed(2048)});
+  const TensorId wt = one.add_tensor(TensorKind::weight, "w", DType::bf16, {Dim::fixed(2048), Dim::fixed(2048)});
+  one.mark_output(one.add_op("linear", {x, wt}, {}, "y"), "");
+  const TaskGraph one_base = lower(one, {}, LowerOptions{132, WEFT_SMEM_BYTES_BASE});
+  const TaskGraph one_wide = lower_for_device(one, {}, 132, 90, wide);
+  EXPECT_TRUE(wide);
+  EXPECT_EQ(one_base.grids.back().row_block, 32);
+  EXPECT_EQ(one_wide.grids.back().row_block, 32);
+  EXPECT_EQ(mma_x_chunks(one_base, WEFT_SMEM_BYTES_BASE), 2 * 128);
+  EXPECT_EQ(mma_x_chunks(one_wide, WEFT_SMEM_BYTES_WIDE), 0);
+  lower_for_device(one, {}, 108, 80, wide);
+  EXPECT_FALSE(wide) << "sm_80 has no wide size";
+}
+
+// The K per chunk of a chunked tile: K itself where the rows fit whole, else the largest divisor of K (a
+// multiple of the mma stage) whose chunk, partial sums and per-output f32 sums fit beside the ring; 0 where none
+// does or the tile is not a tensor-core tile.
+TEST(Lowering, MmaChunkIsTheLargestThatFits) {
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, 8192, 32, 16, 2), 2048);
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_BASE, 8192, 32, 16, 2), 1024);
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, 8192, 8, 16, 2), 8192);
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, 8192, 16, 16, 2), 4096);
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, 12288, 32, 32, 2), 2048);  // Qwen3-8B's down: 6 chunks
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, 8192, 1, 16, 2), 0) << "one row: CUDA cores";
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, 8192, 33, 16, 2), 0) << "more rows than two m16 blocks";
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, 8200, 32, 16, 2), 0) << "K not a multiple of the stage";
+  EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_BASE, 128 * 7 * 8, 32, 16, 2), 1024) << "K / 7";
+  for (const int64_t smem : {WEFT_SMEM_BYTES_BASE, WEFT_SMEM_BYTES_WIDE})
+    for (int64_t k = 128; k <= 16384; k += 128)
+      for (const int64_t rows : {2, 9, 17, 32})
+        for (const int64_t cols : {8, 16, 125, 1000}) {
+          const int64_t kc = weft_mma_chunk_k(smem, k, rows, cols, 2);
+          const std::string what = "smem " + std::to_string(smem) + " K " + std::to_string(k) + " rows " +
+                                   std::to_string(rows) + " cols " + std::to_string(cols);
+          const auto fits = [&](int64_t c) {
+            return WEFT_GEMV_RING_BYTES + WEFT_GEMV_SCRATCH_BYTES + rows * WEFT_MMA_ROW_BYTES(c, 2) + rows * cols * 4 <= smem;
+          };
+          if (rows <= WEFT_MMA_ROWS_FIT_IN(smem, k, 2)) {
+            EXPECT_EQ(kc, k) << what;
+            continue;
+          }
+          if (kc == 0) {
+            EXPECT_FALSE(fits(WEFT_MMA_K_MULTIPLE)) << what << ": the smallest chunk fits";
+            continue;
+          }
+          EXPECT_EQ(k % kc, 0) << what;
+          EXPECT_EQ(kc % WEFT_MMA_K_MULTIPLE, 0) << what;
+          EXPECT_LT(kc, k) << what;
+          EXPECT_TRUE(fits(kc)) << what;
+          for (int64_t d = 2; k / d > kc; ++d) {
+            if (k % d != 0 || (k / d) % WEFT_MMA_K_MULTIPLE != 0) continue;
+            EXPECT_FALSE(fits(k / d)) << what << ": K / " << d << " fits";
+          }
+        }
 }
 
 // The wide shared memory only where the arch has it and it merges row blocks: Llama-1B batch 8 on sm_90 (down's
