@@ -68,18 +68,25 @@ __device__ __forceinline__ void cp_async16_zfill(unsigned int dst, const void* s
 }
 
 // A tile's plan: flat stage f is (group f / spk, part f % spk); this warp's range is [f0, f1). The stages cover
-// kc of the weight rows' K (ldw elements apart): all of it, or one chunk of a chunked tile (weft_mma_chunk_k),
-// the caller offsetting the weights by the chunk's first k.
+// kc of the weight rows' K: all of it, or one chunk of a chunked tile (weft_mma_chunk_k), the caller offsetting
+// the weights by the chunk's first k (rows stay K apart).
+// Stage counts are 32-bit (the plan refuses a tile of kMmaMaxStages or more): a 64-bit division is a subroutine
+// call of ~100 instructions on the GPU, and the cursors divide by spk at every task's set-up.
+constexpr int kMmaMaxStages = 1 << 27;
 struct MmaStream {
   bool on = false;
-  i64 spk = 0, total = 0, f0 = 0, f1 = 0, kc = 0, ldw = 0;
-  __device__ __forceinline__ i64 begin(int w) const { return w * total / WEFT_BLOCK_WARPS; }
+  int spk = 0, total = 0, f0 = 0, f1 = 0;
+  i64 kc = 0;
+  __device__ __forceinline__ int begin(int w) const {
+    return static_cast<int>(static_cast<unsigned>(w * total) / WEFT_BLOCK_WARPS);
+  }
 };
 
 // Walks a warp's range one stage at a time without divisions: flat stage f = (group g, part).
 struct MmaCursor {
-  i64 f, g, part;
-  __device__ __forceinline__ explicit MmaCursor(const MmaStream& st) : f(st.f0), g(st.f0 / st.spk), part(st.f0 % st.spk) {}
+  int f, g, part;
+  __device__ __forceinline__ explicit MmaCursor(const MmaStream& st)
+      : f(st.f0), g(static_cast<int>(static_cast<unsigned>(st.f0) / static_cast<unsigned>(st.spk))), part(st.f0 - g * st.spk) {}
   __device__ __forceinline__ void next(const MmaStream& st) {
     ++f;
     if (++part == st.spk) {
@@ -89,31 +96,47 @@ struct MmaCursor {
   }
 };
 
+// rows <= WEFT_MMA_ROWS_FIT(k, 2) without its 64-bit division (a ~100-instruction subroutine on the GPU), which
+// every batched GEMV task's plan evaluated twice (prologue and run).
+__device__ __forceinline__ bool mma_rows_fit(i64 rows, i64 k) {
+  return rows * WEFT_MMA_ROW_BYTES(k, 2) <= WEFT_SMEM_BYTES - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES - k * 2;
+}
+
+// weft_mma_chunk_k for this library's shared memory and 16-bit elements, out of line: the task loop inlines the
+// plan, and its register allocation pays for every line of code there (docs/perf.md, round 15).
+static __device__ __noinline__ i64 mma_chunk_k_of(i64 k, i64 rows, i64 cols) {
+  return weft_mma_chunk_k(WEFT_SMEM_BYTES, k, rows, cols, 2);
+}
+
 // Whether the tile takes the tensor-core path: 16-bit T, WEFT_MMA_MIN_ROWS..WEFT_MMA_ROWS_FIT rows, K a multiple
-// of the stage, 16-byte aligned weights. `chunked` (a plain linear's tile): rows that do not fit whole may be
-// staged in K chunks. Lowering sizes tiles with the same rules.
-template <typename T>
-__device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, const T* w, bool chunked) {
+// of the stage, 16-byte aligned weights. kChunked (a plain linear's tile): rows that do not fit whole may be
+// staged in K chunks. A template parameter so that the other ops' plans are compiled without it. Lowering sizes
+// tiles with the same rules.
+template <typename T, bool kChunked>
+__device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, const T* w) {
   MmaStream s;
   if constexpr (sizeof(T) == 2 && WEFT_DEVLIB_TENSOR_CORES) {
     const i64 k = a->d[0], rows = a->row1 - a->row0, cols = a->col1 - a->col0;
     if (rows < WEFT_MMA_MIN_ROWS || rows > WEFT_MMA_MAX_ROWS || k <= 0 || k % kMmaStageK != 0 || !aligned16(w) ||
         cols <= 0)  // a decode row (rows == 1) leaves at the first test
       return s;
-    const i64 kc = chunked ? weft_mma_chunk_k(WEFT_SMEM_BYTES, k, rows, cols, 2)
-                           : (rows <= WEFT_MMA_ROWS_FIT(k, 2) ? k : 0);
-    if (kc <= 0) return s;
+    i64 kc = k;
+    if (!mma_rows_fit(rows, k)) {
+      if constexpr (!kChunked) return s;
+      kc = mma_chunk_k_of(k, rows, cols);
+      if (kc <= 0) return s;
+    }
+    const i64 total = (cols + kMmaGroupRows - 1) / kMmaGroupRows * (kc / kMmaStageK);
+    if (total >= kMmaMaxStages) return s;
     s.on = true;
     s.kc = kc;
-    s.ldw = k;
-    s.spk = kc / kMmaStageK;
-    s.total = (cols + kMmaGroupRows - 1) / kMmaGroupRows * s.spk;
+    s.spk = static_cast<int>(kc / kMmaStageK);
+    s.total = static_cast<int>(total);
     s.f0 = s.begin(warp());
     s.f1 = s.begin(warp() + 1);
   }
   (void)a;
   (void)w;
-  (void)chunked;
   return s;
 }
 
@@ -124,7 +147,7 @@ template <typename T>
 __device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w, const weft_task_args* a,
                                                const MmaStream& st, const MmaCursor& c) {
   if (c.f < st.f1) {
-    const i64 k = st.ldw, g = c.g, part = c.part;
+    const i64 k = a->d[0], g = c.g, part = c.part;
     const unsigned int base = static_cast<unsigned int>(__cvta_generic_to_shared(ring + slot * kGemvMaxStageBytes));
     const u64 policy = l2_evict_first_policy();
     const int unit = lane() % kMmaUnitsPerRow;
@@ -213,7 +236,7 @@ __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T
     }
     slot = slot + 1 == kGemvStages ? 0 : slot + 1;
     if (use.part + 1 == st.spk || use.f + 1 == st.f1) {  // this warp's share of group g is done
-      const i64 g0 = g * st.spk;
+      const int g0 = static_cast<int>(g) * st.spk;
       const bool whole = st.f0 <= g0 && g0 + st.spk <= st.f1;
       const int side = st.f0 > g0 ? 0 : 1;  // tail of a cut group, or its head
       const i64 n_base = a->col0 + g * kMmaGroupRows;
@@ -241,7 +264,8 @@ __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T
   const int per_group = kMmaGroupRows * rows;
   for (int e = tid(); e < (WEFT_BLOCK_WARPS - 1) * per_group; e += WEFT_BLOCK_THREADS) {
     const int b = e / per_group + 1, col = (e % per_group) / rows, row = e % rows;
-    const i64 fb = st.begin(b), gb = fb / st.spk, g0 = gb * st.spk;
+    const int fb = st.begin(b), gb = static_cast<int>(static_cast<unsigned>(fb) / static_cast<unsigned>(st.spk)),
+              g0 = gb * st.spk;
     if (fb == g0 || fb >= st.total) continue;      // not inside a group
     if (b > 1 && st.begin(b - 1) > g0) continue;  // a previous boundary of the same group stores it
     const i64 n = a->col0 + gb * kMmaGroupRows + col;
@@ -262,13 +286,41 @@ __device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w
   else gemv_mma_blocks<T, 1>(a, w, st, xs, ldx, parts, smem, out);
 }
 
-// Before the task's wait: the first stages of whichever stream the tile takes (a chunked tile: its first chunk's).
-// w_in: the weight's operand index; chunked: the op is a plain linear (see gemv_mma_plan).
+// Whether a plain linear's tile would be chunked: tensor-core rows that do not fit whole (gemv_mma_plan<T, true>
+// then decides). A cheap test inlined into the task loop, so that chunked tiles are planned and run out of line
+// (linear_chunked_prologue, linear_chunked) and every other tile's code stays as it was: code inlined into the
+// loop costs every task set-up time (round 15: +0.3-0.5 us per task and 2-4% per token when it was inlined).
+__device__ __forceinline__ bool mma_tile_chunked(const weft_task_args* a) {
+  if constexpr (WEFT_DEVLIB_TENSOR_CORES) {
+    const i64 k = a->d[0], rows = a->row1 - a->row0;
+    return (a->dtype == WEFT_DEV_BF16 || a->dtype == WEFT_DEV_F16) && rows >= WEFT_MMA_MIN_ROWS &&
+           rows <= WEFT_MMA_MAX_ROWS && k > 0 && k % kMmaStageK == 0 && !mma_rows_fit(rows, k);
+  }
+  (void)a;
+  return false;
+}
+
+// Before the task's wait: the first stages of a chunked plain linear tile's first chunk. Returns false (nothing
+// issued) when no chunk fits: the tile then takes the other paths.
+template <typename T>
+__device__ bool linear_chunked_prologue_t(const weft_task_args* a, const weft_env* env, char* smem) {
+  const T* w = in_ptr<T>(a, env, 1);
+  const MmaStream ms = gemv_mma_plan<T, true>(a, w);
+  if (ms.on) gemv_mma_prologue<T>(a, w, ms, smem);
+  return ms.on;
+}
+static __device__ __noinline__ bool linear_chunked_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (a->dtype == WEFT_DEV_BF16) return linear_chunked_prologue_t<bf16>(a, env, smem);
+  if (a->dtype == WEFT_DEV_F16) return linear_chunked_prologue_t<f16>(a, env, smem);
+  return false;
+}
+
+// Before the task's wait: the first stages of whichever stream the tile takes. w_in: the weight's operand index.
 template <typename T>
 __device__ __forceinline__ void linear_stream_prologue(const weft_task_args* a, const weft_env* env, char* smem,
-                                                       int w_in, bool chunked) {
+                                                       int w_in) {
   const T* w = in_ptr<T>(a, env, w_in);
-  const MmaStream ms = gemv_mma_plan<T>(a, w, chunked);
+  const MmaStream ms = gemv_mma_plan<T, false>(a, w);
   if (ms.on) gemv_mma_prologue<T>(a, w, ms, smem);
   else gemv_stream_prologue<T>(a, w, smem);
 }

@@ -46,7 +46,9 @@ __device__ __forceinline__ GemvStream gemv_stream_plan(const weft_task_args* a, 
   const i64 n = a->col1 - a->col0, per = n / WEFT_BLOCK_WARPS, extra = n % WEFT_BLOCK_WARPS, wi = warp();
   s.n0 = a->col0 + wi * per + (wi < extra ? wi : extra);
   s.n1 = s.n0 + per + (wi < extra ? 1 : 0);
-  s.spr = row_bytes / (unit_row * s.units);
+  // row_bytes / (512 * units) as shifts: a 64-bit division is a ~100-instruction subroutine call on the GPU, and
+  // every streamed task's plan runs twice (prologue and run), the second after its wait.
+  s.spr = row_bytes >> (9 + (s.units == 4 ? 2 : s.units == 2 ? 1 : 0));
   return s;
 }
 

@@ -34,8 +34,7 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
   const float eps = a->f[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
   float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
-  // Never chunked (k0 == 0, kc == K): the norm needs whole rows.
-  const bool ok = linear_streamed<T, kOneRow>(a, env, smem, 2, false, [&](T* xs, i64 rows, i64 ldx, T* spare, i64, i64) {
+  const bool ok = linear_streamed<T, kOneRow>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx, T* spare) {
     // With the rmsnorm op's arithmetic. Tensor-core tiles (several rows): the rows and the norm weight copied into
     // shared memory at once, then normalized there in place, a warp per row. Else as the rmsnorm op does it: a
     // warp per row up to kNormWarpMaxCols, else the whole block per row; a single row (batch-1 decode) by the
@@ -69,7 +68,7 @@ __device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* en
   const T* g = in_ptr<T>(a, env, 0);
   const i64 k = a->d[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const bool ok = linear_streamed<T, kOneRow>(a, env, smem, 1, false, [&](T* xs, i64 rows, i64 ldx, T*, i64, i64) {
+  const bool ok = linear_streamed<T, kOneRow>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T*) {
     // Rows of k are whole 16-byte vectors here (the streamed path needs 512-byte weight rows).
     const int per_row = static_cast<int>(k / N);
     load_batched<2>(

@@ -231,15 +231,54 @@ struct LinearOut {
   }
 };
 
-// A streamed GEMV tile (prefetch_op has started the stream): stage(xs, rows, ldx, spare, k0, kc) writes columns
-// [k0, k0 + kc) of the tile's x rows ([rows][kc] at row stride ldx, dtype T) into shared memory behind the ring
-// (spare: room for K more elements on the tensor-core path, else nullptr), then the stream is consumed on tensor
-// cores (gemv_mma.cuh) or CUDA cores (gemv_stream.cuh); out = x · w + bias + residual. Returns false when the tile
-// takes neither. kc is K except in a chunked tile (`chunked`: a plain linear; see weft_mma_chunk_k).
+// A plain linear's tensor-core tile whose plan is chunked (weft_mma_chunk_k): each chunk's x columns staged in
+// turn, its products summed per output in f32 (`sums`, after the partial sums), the outputs stored once at the
+// end. The next chunk's first weight stages are requested before its x is staged, as the prologue does for the
+// first. Out of line with pointer operands: inlined, it cost every task of the loop ~0.5 us of set-up (the loop's
+// stack 544 -> 624 bytes, H200 trace, round 15).
+template <typename T>
+__device__ __noinline__ bool linear_chunked(const weft_task_args* a, const weft_env* env, char* smem) {
+  const T* x = in_ptr<T>(a, env, 0);
+  const T* w = in_ptr<T>(a, env, 1);
+  const LinearOut<T> out{in_ptr<T>(a, env, 2), in_ptr<T>(a, env, 3), out_ptr<T>(a, env), a->d[1]};
+  const MmaStream ms = gemv_mma_plan<T, true>(a, w);
+  if (!ms.on) return false;  // no chunk fits (linear_chunked_prologue issued nothing either)
+  const i64 k = a->d[0], kc = ms.kc, ldx = kc + WEFT_MMA_X_PAD, rows = a->row1 - a->row0, cols = a->col1 - a->col0;
+  T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
+  float* parts = reinterpret_cast<float*>(xs + rows * ldx);  // 16-byte aligned: ldx * 2 is a multiple of 16
+  float* sums = parts + rows * (WEFT_MMA_PARTIAL_BYTES_PER_ROW / 4);
+  for (i64 k0 = 0; k0 < k; k0 += kc) {
+    if (k0 > 0) {
+      gemv_mma_prologue<T>(a, w + k0, ms, smem);  // this warp's ring is drained and no other warp reads it
+      __syncthreads();                             // every warp is done with the last chunk's x, parts and sums
+    }
+    const T* x0 = x + a->row0 * k + k0;
+    if (aligned16(x0)) {
+      stage_rows_async(xs, ldx, x0, k, kc, rows);
+    } else {
+      for (i64 r = 0; r < rows; ++r)
+        copy_bytes(xs + r * ldx, x0 + r * k, kc * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
+                   WEFT_BLOCK_THREADS);
+    }
+    __syncthreads();
+    const bool first = k0 == 0;
+    gemv_mma_run<T>(a, w + k0, ms, xs, ldx, parts, smem, [&](i64 row, i64 n, float v) {
+      float& s = sums[(row - a->row0) * cols + (n - a->col0)];  // one thread per output and chunk
+      s = first ? v : s + v;
+    });
+  }
+  __syncthreads();
+  for (i64 e = tid(); e < rows * cols; e += WEFT_BLOCK_THREADS) out(a->row0 + e / cols, a->col0 + e % cols, sums[e]);
+  return true;
+}
+
+// A streamed GEMV tile (prefetch_op has started the stream): stage(xs, rows, ldx, spare) writes the tile's x rows
+// ([rows][K] at row stride ldx, dtype T) into shared memory behind the ring (spare: room for K more elements on
+// the tensor-core path, else nullptr), then the stream is consumed on tensor cores (gemv_mma.cuh) or CUDA cores
+// (gemv_stream.cuh); out = x · w + bias + residual. Returns false when the tile takes neither.
 // kOneRow: the tile has exactly one x row (see WEFT_GEMV_OP_RUN); only that row's CUDA-core stream is compiled.
 template <typename T, bool kOneRow, typename Stage>
-__device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, char* smem, int w_in, bool chunked,
-                                Stage stage) {
+__device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, char* smem, int w_in, Stage stage) {
   const T* w = in_ptr<T>(a, env, w_in);
   const T* bias = in_ptr<T>(a, env, w_in + 1);
   const T* res = in_ptr<T>(a, env, w_in + 2);
@@ -248,44 +287,20 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
   T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
   const LinearOut<T> out{bias, res, o, n_dim};
   if constexpr (sizeof(T) == 2 && !kOneRow) {
-    const MmaStream ms = gemv_mma_plan<T>(a, w, chunked);
+    const MmaStream ms = gemv_mma_plan<T, false>(a, w);
     if (ms.on) {
-      const i64 kc = ms.kc, ldx = kc + WEFT_MMA_X_PAD;
+      const i64 ldx = k + WEFT_MMA_X_PAD;
       float* parts = reinterpret_cast<float*>(xs + rows * ldx);  // 16-byte aligned: ldx * 2 is a multiple of 16
-      if (kc == k) {
-        T* spare = reinterpret_cast<T*>(parts + rows * (WEFT_MMA_PARTIAL_BYTES_PER_ROW / 4));
-        stage(xs, rows, ldx, spare, i64{0}, k);
-        __syncthreads();
-        gemv_mma_run<T>(a, w, ms, xs, ldx, parts, smem, out);
-        return true;
-      }
-      // Chunked: each chunk's x columns staged in turn, its products summed per output in f32 (sums, after the
-      // partial sums), the outputs stored once at the end. The next chunk's first weight stages are requested
-      // before its x is staged, as the prologue does for the first.
-      float* sums = parts + rows * (WEFT_MMA_PARTIAL_BYTES_PER_ROW / 4);
-      const i64 cols = a->col1 - a->col0;
-      for (i64 k0 = 0; k0 < k; k0 += kc) {
-        if (k0 > 0) {
-          gemv_mma_prologue<T>(a, w + k0, ms, smem);  // this warp's ring is drained and no other warp reads it
-          __syncthreads();                             // every warp is done with the last chunk's x, parts and sums
-        }
-        stage(xs, rows, ldx, static_cast<T*>(nullptr), k0, kc);
-        __syncthreads();
-        const bool first = k0 == 0;
-        gemv_mma_run<T>(a, w + k0, ms, xs, ldx, parts, smem, [&](i64 row, i64 n, float v) {
-          float& s = sums[(row - a->row0) * cols + (n - a->col0)];  // one thread per output and chunk
-          s = first ? v : s + v;
-        });
-      }
+      T* spare = reinterpret_cast<T*>(parts + rows * (WEFT_MMA_PARTIAL_BYTES_PER_ROW / 4));
+      stage(xs, rows, ldx, spare);
       __syncthreads();
-      for (i64 e = tid(); e < rows * cols; e += WEFT_BLOCK_THREADS) out(a->row0 + e / cols, a->col0 + e % cols, sums[e]);
+      gemv_mma_run<T>(a, w, ms, xs, ldx, parts, smem, out);
       return true;
     }
   }
-  (void)chunked;
   const GemvStream st = gemv_stream_plan<T>(a, w);
   if (st.units == 0) return false;
-  stage(xs, rows, k, static_cast<T*>(nullptr), i64{0}, k);
+  stage(xs, rows, k, static_cast<T*>(nullptr));
   __syncthreads();
   if (kOneRow || rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
   else if (rows == 2) gemv_stream_run<T, 2>(a, w, st, xs, smem, out);
@@ -328,19 +343,21 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
   T* o = out_ptr<T>(a, env);
   const i64 k = a->d[0], n_dim = a->d[1];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const bool streamed =
-      linear_streamed<T, kOneRow>(a, env, smem, 1, true, [&](T* xs, i64 rows, i64 ldx, T* spare, i64 k0, i64 kc) {
-        // The streamed paths take rows of whole 16-byte units (K * sizeof(T) a multiple of 256 bytes).
-        (void)spare;
-        const T* x0 = x + a->row0 * k + k0;
-        if (!aligned16(x0)) {
-          for (i64 r = 0; r < rows; ++r)
-            copy_bytes(xs + r * ldx, x0 + r * k, kc * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
-                       WEFT_BLOCK_THREADS);
-          return;
-        }
-        stage_rows_async(xs, ldx, x0, k, kc, rows);
-      });
+  if constexpr (sizeof(T) == 2 && !kOneRow) {
+    if (mma_tile_chunked(a) && linear_chunked<T>(a, env, smem)) return;
+  }
+  const bool streamed = linear_streamed<T, kOneRow>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T* spare) {
+    // The streamed paths take rows of whole 16-byte units (K * sizeof(T) a multiple of 256 bytes).
+    (void)spare;
+    const T* x0 = x + a->row0 * k;
+    if (!aligned16(x0)) {
+      for (i64 r = 0; r < rows; ++r)
+        copy_bytes(xs + r * ldx, x0 + r * k, k * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
+                   WEFT_BLOCK_THREADS);
+      return;
+    }
+    stage_rows_async(xs, ldx, x0, k, k, rows);
+  });
   if (streamed) return;
   if constexpr (kOneRow) {
     linear_general(a, env, smem);

@@ -71,13 +71,13 @@ __device__ __forceinline__ void prefetch_op(int op, const weft_task_args* a, con
   const i64 esize = a->dtype == WEFT_DEV_F32 ? 4 : 2;
   switch (op) {
     case WEFT_DEV_OP_LINEAR:
-      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 1, true);
-      break;
+      if (mma_tile_chunked(a) && linear_chunked_prologue(a, env, smem)) break;
+      [[fallthrough]];
     case WEFT_DEV_OP_SILU_MUL_LINEAR:
-      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 1, false);
+      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 1);
       break;
     case WEFT_DEV_OP_RMSNORM_LINEAR:
-      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 2, false);
+      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 2);
       break;
     case WEFT_DEV_OP_ATTENTION_DECODE:
       WEFT_DISPATCH_FLOAT(a->dtype, attention_plain_prologue, a, env, smem);

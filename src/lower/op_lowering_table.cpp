@@ -127,15 +127,21 @@ TileGrid decode_linear_grid(const LowerCtx& c, int64_t row_block) {
 // for the GEMM path. Tensor-core row blocks come first even for a few rows: 8 rows of K 8192 fit only the wide
 // shared memory, and a grid that depends on it is what makes lower_for_device pick it (at the base size the
 // device would stream such a tile on CUDA cores: an unfused Llama-1B down projection at batch 8 took 33 us per
-// tile instead of ~11). Rows that fit whole only in several row blocks take one block that stages x in K chunks
-// instead (weft_mma_chunk_k): each row block streams the whole weight, and x's bytes (from L2) are the same.
+// tile instead of ~11). Rows that fit whole only in several row blocks may take one block that stages x in K
+// chunks instead (weft_mma_chunk_k): each row block streams the whole weight again, x's bytes (from L2) are the
+// same either way, and each chunk boundary costs ~1.7 us (Llama-1B's down projection at batch 32, 4 row blocks ->
+// 4 chunks: 69 -> 50 us per layer, H200). Chunked where that saves at least kChunkBoundaryBytes of weight stream
+// per boundary, and wherever the rows fit in no more than 4 row blocks.
+constexpr int64_t kChunkBoundaryBytes = 128 * 1024;  // ~4 us at a tile's ~32 GB/s: twice the boundary's cost
 TileGrid linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
   const int64_t k = c.in_shape(1)[1], esize = static_cast<int64_t>(dtype_size(c.in_dtype(1)));
   const int64_t mma = mma_row_block(c, v.rows, k, esize, 4);
   if (mma != v.rows && esize == 2) {
     const TileGrid one_block = decode_linear_grid(c, v.rows);
-    if (weft_mma_chunk_k(c.options().mma_smem_bytes, k, v.rows, one_block.col_tile, esize) > 0) return one_block;
+    const int64_t kc = weft_mma_chunk_k(c.options().mma_smem_bytes, k, v.rows, one_block.col_tile, esize);
+    const int64_t saved = mma > 0 ? (ceil_div(v.rows, mma) - 1) * one_block.col_tile * k * esize : -1;
+    if (kc > 0 && (saved < 0 || saved >= (k / kc - 1) * kChunkBoundaryBytes)) return one_block;
   }
   if (mma > 0) return decode_linear_grid(c, mma);
   if (v.rows <= kDecodeRows) return decode_linear_grid(c, v.rows);
