@@ -57,7 +57,7 @@ __device__ __forceinline__ AttnIo<T> attn_io_plain(const weft_task_args* a, cons
   io.kn = in_ptr<T>(a, env, 1);
   io.vn = in_ptr<T>(a, env, 2);
   io.q_row = io.hq * io.hd;
-  io.q_kv = io.hkv > 0 ? div_small(io.hq, io.hkv) * io.hd : 0;
+  io.q_kv = io.hkv > 0 ? io.hq / io.hkv * io.hd : 0;
   io.kv_row = io.hkv * io.hd;
   io.kv_head = io.hd;
   return io;
@@ -84,7 +84,7 @@ __device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, 
   const int hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), hd = static_cast<int>(io.hd);
   if (hq % hkv != 0) return s;
   const int group = hq / hkv;
-  if (a->row1 - a->row0 != 1 || a->col1 - a->col0 != static_cast<i64>(group) * hd || rem_small(a->col0, hd) != 0) return s;
+  if (a->row1 - a->row0 != 1 || a->col1 - a->col0 != static_cast<i64>(group) * hd || a->col0 % hd != 0) return s;
   if (!aligned16(io.q) || !aligned16(io.kn) || !aligned16(io.vn) || !aligned16(io.kc) || !aligned16(io.vc) ||
       !aligned16(io.o))
     return s;
@@ -95,7 +95,7 @@ __device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, 
   s.ok = true;
   s.hd = hd;
   s.group = group;
-  s.kvh = static_cast<int>(div_small(a->col0, hd)) / group;
+  s.kvh = static_cast<int>(a->col0 / hd) / group;
   s.k = smem + 16;
   s.v = s.k + s.cap * hd * static_cast<int>(sizeof(T));
   s.q = reinterpret_cast<float*>(s.v + s.cap * hd * static_cast<int>(sizeof(T)));

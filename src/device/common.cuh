@@ -23,16 +23,6 @@ __device__ __forceinline__ int tid() { return static_cast<int>(threadIdx.x); }
 __device__ __forceinline__ int lane() { return static_cast<int>(threadIdx.x) & (WEFT_WARP_THREADS - 1); }
 __device__ __forceinline__ int warp() { return static_cast<int>(threadIdx.x) / WEFT_WARP_THREADS; }
 
-// a / b and a % b (a >= 0, b > 0) in 32-bit arithmetic when both fit: a 64-bit division is a subroutine call of
-// ~100 instructions (tens of cycles per dependent step), on the critical path when a task computes its tile's
-// layout after its wait. Head counts, head sizes and column offsets always fit.
-__device__ __forceinline__ i64 div_small(i64 a, i64 b) {
-  if (((static_cast<u64>(a) | static_cast<u64>(b)) >> 31) == 0)
-    return static_cast<i64>(static_cast<unsigned>(a) / static_cast<unsigned>(b));
-  return a / b;
-}
-__device__ __forceinline__ i64 rem_small(i64 a, i64 b) { return a - div_small(a, b) * b; }
-
 // ---- slots ----
 
 // Tensors always live in global memory; saying so lets the compiler use global loads and stores instead of
@@ -274,7 +264,7 @@ __device__ inline void copy_bytes(void* dst_v, const void* src_v, i64 bytes, int
   const u64 al = reinterpret_cast<u64>(dst) | reinterpret_cast<u64>(src);
   const int unit = (al & 15u) == 0 ? 16 : (al & 7u) == 0 ? 8 : (al & 3u) == 0 ? 4 : 2;
   const int u = unit > esize ? unit : esize;  // pointers are at least esize-aligned
-  const i64 n_units = bytes >> (u == 16 ? 4 : u == 8 ? 3 : u == 4 ? 2 : 1);  // u is 2, 4, 8 or 16: no 64-bit division
+  const i64 n_units = bytes / u;
   switch (u) {
     case 16: copy_units<uint4>(dst, src, n_units, t, nt); break;
     case 8: copy_units<unsigned long long>(dst, src, n_units, t, nt); break;
@@ -282,7 +272,7 @@ __device__ inline void copy_bytes(void* dst_v, const void* src_v, i64 bytes, int
     default: copy_units<unsigned short>(dst, src, n_units, t, nt); break;
   }
   const i64 done = n_units * u;
-  const i64 tail = static_cast<int>(bytes - done) / esize;  // < 16 bytes
+  const i64 tail = (bytes - done) / esize;  // < 16 bytes
   switch (esize) {
     case 8: copy_units<unsigned long long>(dst + done, src + done, tail, t, nt); break;
     case 4: copy_units<unsigned int>(dst + done, src + done, tail, t, nt); break;

@@ -23,7 +23,7 @@ struct QkvStage {
 
 template <typename T>
 __device__ __forceinline__ QkvStage<T> qkv_stage(const weft_task_args* a, char* smem) {
-  const int hd = static_cast<int>(a->d[2]), group = static_cast<int>(div_small(a->d[0], a->d[1]));
+  const int hd = static_cast<int>(a->d[2]), group = static_cast<int>(a->d[0] / a->d[1]);
   constexpr int esize = static_cast<int>(sizeof(T));
   const int tab = WEFT_ROUND16(hd / 2 * 4), qb = WEFT_ROUND16(group * hd * esize), hb = WEFT_ROUND16(hd * esize);
   QkvStage<T> st;
@@ -115,8 +115,7 @@ __device__ __forceinline__ void qkv_stage_head(const T* src, const T (&xr)[kQkvP
 // head are loaded together, before anything waits on either: one memory round trip.
 template <typename T>
 __device__ void qkv_stage_inputs(const weft_task_args* a, const weft_env* env, const QkvStage<T>& st) {
-  const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2], group = div_small(hq, hkv), b = a->row0,
-            kvh = div_small(a->col0, group * hd);
+  const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2], group = hq / hkv, b = a->row0, kvh = a->col0 / (group * hd);
   const T* qkv = in_ptr<T>(a, env, 0) + b * (hq + 2 * hkv) * hd;
   const T* wq = in_ptr<T>(a, env, 4);
   const T* wk = in_ptr<T>(a, env, 5);
@@ -271,8 +270,7 @@ struct AttnQkvSmem {
 // (Operands passed by reference would go through the stack: round 5 measured ~1.8 us for that.)
 template <typename T>
 __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
-  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || rem_small(a->d[0], a->d[1]) != 0 || a->row1 <= a->row0 ||
-      a->col1 <= a->col0)
+  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
     return;
   const QkvStage<T> st = qkv_stage<T>(a, smem);
   AttnIo<T> io = attn_io_qkv<T>(a, env, st);
