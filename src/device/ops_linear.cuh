@@ -231,6 +231,19 @@ struct LinearOut {
   }
 };
 
+// A plain linear's x rows (`width` elements each, `lds` apart) into shared memory at row stride ldx: by cp.async
+// where x is 16-byte aligned (the streamed paths take rows of whole 16-byte units), else element-wise.
+template <typename T>
+__device__ __forceinline__ void stage_x_rows(T* xs, i64 ldx, const T* x0, i64 lds, i64 width, i64 rows) {
+  if (!aligned16(x0)) {
+    for (i64 r = 0; r < rows; ++r)
+      copy_bytes(xs + r * ldx, x0 + r * lds, width * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
+                 WEFT_BLOCK_THREADS);
+    return;
+  }
+  stage_rows_async(xs, ldx, x0, lds, width, rows);
+}
+
 // A plain linear's tensor-core tile whose plan is chunked (weft_mma_chunk_k): each chunk's x columns staged in
 // turn, its products summed per output in f32 (`sums`, after the partial sums), the outputs stored once at the
 // end. The next chunk's first weight stages are requested before its x is staged, as the prologue does for the
@@ -252,14 +265,7 @@ __device__ __noinline__ bool linear_chunked(const weft_task_args* a, const weft_
       gemv_mma_prologue<T>(a, w + k0, ms, smem);  // this warp's ring is drained and no other warp reads it
       __syncthreads();                             // every warp is done with the last chunk's x, parts and sums
     }
-    const T* x0 = x + a->row0 * k + k0;
-    if (aligned16(x0)) {
-      stage_rows_async(xs, ldx, x0, k, kc, rows);
-    } else {
-      for (i64 r = 0; r < rows; ++r)
-        copy_bytes(xs + r * ldx, x0 + r * k, kc * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
-                   WEFT_BLOCK_THREADS);
-    }
+    stage_x_rows(xs, ldx, x + a->row0 * k + k0, k, kc, rows);
     __syncthreads();
     const bool first = k0 == 0;
     gemv_mma_run<T>(a, w + k0, ms, xs, ldx, parts, smem, [&](i64 row, i64 n, float v) {
@@ -347,16 +353,8 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
     if (mma_tile_chunked(a) && linear_chunked<T>(a, env, smem)) return;
   }
   const bool streamed = linear_streamed<T, kOneRow>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T* spare) {
-    // The streamed paths take rows of whole 16-byte units (K * sizeof(T) a multiple of 256 bytes).
     (void)spare;
-    const T* x0 = x + a->row0 * k;
-    if (!aligned16(x0)) {
-      for (i64 r = 0; r < rows; ++r)
-        copy_bytes(xs + r * ldx, x0 + r * k, k * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
-                   WEFT_BLOCK_THREADS);
-      return;
-    }
-    stage_rows_async(xs, ldx, x0, k, k, rows);
+    stage_x_rows(xs, ldx, x + a->row0 * k, k, k, rows);
   });
   if (streamed) return;
   if constexpr (kOneRow) {
