@@ -154,6 +154,12 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  // One x row: lane j holds the bias and residual of this warp's output row 32 * i + j, loaded a batch of 32 rows
+  // ahead. Loaded when a row's sum was done, each cost the warp an L2 round trip while its ring drained.
+  typename Out::Pre pre{};
+  if constexpr (R == 1) {
+    if (st.n0 + lane() < st.n1) pre = out.pre(a->row0, st.n0 + lane());
+  }
   int slot = 0;
   while (st.n0 + use.row < st.n1) {
     gemv_issue<T, U>(ring, (slot + kGemvStages - 1) % kGemvStages, w, st, k, issue);
@@ -176,7 +182,14 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
       }
     }
     slot = slot + 1 == kGemvStages ? 0 : slot + 1;
-    if (use.part + 1 == st.spr) {  // a weight row is done: its dot products, lane r storing row r
+    if (R == 1 && use.part + 1 == st.spr) {  // a weight row is done: lane (row % 32) stores it
+      const float v = warp_sum(acc[0]);
+      acc[0] = 0.0f;
+      const int j = static_cast<int>(use.row & 31);
+      if (lane() == j) out.store(a->row0, st.n0 + use.row, v, pre);
+      const i64 next = st.n0 + use.row + 1 + lane();
+      if (j == 31 && next < st.n1) pre = out.pre(a->row0, next);
+    } else if (use.part + 1 == st.spr) {  // a weight row is done: its dot products, lane r storing row r
       float res = 0.0f;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
