@@ -141,7 +141,8 @@ __device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, co
 }
 
 // After the wait, with x rows staged in shared memory at xs (row stride K): consumes the stream. out(row, n, acc)
-// stores one result. R >= the tile's x rows.
+// stores one result; with R == 1, out.pre(row, n) loads what an output adds (an Out::Pre) ahead of its sum and
+// out.store(row, n, acc, pre) stores it (LinearOut, ops_linear.cuh). R >= the tile's x rows.
 template <typename T, int R, int U, typename Out>
 __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const T* w, const GemvStream& st,
                                                   const T* xs, char* smem, Out out) {
