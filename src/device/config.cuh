@@ -79,6 +79,27 @@ static inline WEFT_HOST_DEVICE long long weft_mma_chunk_k(long long smem, long l
   return 0;
 }
 
+// Whether `rows` x rows of kc columns and their partial sums fit beside the ring (a split tile's part).
+static inline WEFT_HOST_DEVICE bool weft_mma_split_fits(long long smem, long long kc, long long rows, long long esize) {
+  return rows * WEFT_MMA_ROW_BYTES(kc, esize) <= smem - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES;
+}
+// A plain linear's tensor-core tile whose x rows do not fit whole may instead be split over K (LINEAR in
+// task_abi.h): P tasks, each staging x columns [p K / P, (p + 1) K / P) once and streaming the same columns of the
+// tile's weight rows, their f32 sums added by the last to finish. Unlike a chunked tile, x is read once per task,
+// not once per chunk of every tile. Returns 1 when the rows fit whole, else the smallest power of two P <=
+// WEFT_MMA_MAX_SPLIT whose part (K / P, a multiple of WEFT_MMA_K_MULTIPLE) fits beside the ring, else 0.
+// Powers of two: an arrival counter that grows by P per launch stays a multiple of P when it wraps. Lowering and
+// the device take the same value.
+#define WEFT_MMA_MAX_SPLIT 16
+static inline WEFT_HOST_DEVICE long long weft_mma_split_parts(long long smem, long long k, long long rows,
+                                                              long long esize) {
+  if (rows < WEFT_MMA_MIN_ROWS || rows > WEFT_MMA_MAX_ROWS || k <= 0 || k % WEFT_MMA_K_MULTIPLE != 0) return 0;
+  if (rows <= WEFT_MMA_ROWS_FIT_IN(smem, k, esize)) return 1;
+  for (long long p = 2; p <= WEFT_MMA_MAX_SPLIT && k / p >= WEFT_MMA_K_MULTIPLE; p *= 2)
+    if (k % p == 0 && (k / p) % WEFT_MMA_K_MULTIPLE == 0 && weft_mma_split_fits(smem, k / p, rows, esize)) return p;
+  return 0;
+}
+
 // d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
 // has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole
 // rows", so C = col1. Lowering only needs to fill it for tiles that cut rows.

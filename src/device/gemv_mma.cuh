@@ -108,6 +108,33 @@ static __device__ __noinline__ i64 mma_chunk_k_of(i64 k, i64 rows, i64 cols) {
   return weft_mma_chunk_k(WEFT_SMEM_BYTES, k, rows, cols, 2);
 }
 
+// The stream of a tile of `cols` weight rows over kc columns of K (off when it has too many stages).
+__device__ __forceinline__ MmaStream mma_stream_of(i64 cols, i64 kc) {
+  MmaStream s;
+  const i64 total = (cols + kMmaGroupRows - 1) / kMmaGroupRows * (kc / kMmaStageK);
+  if (total >= kMmaMaxStages) return s;
+  s.on = true;
+  s.kc = kc;
+  s.spk = static_cast<int>(kc / kMmaStageK);
+  s.total = static_cast<int>(total);
+  s.f0 = s.begin(warp());
+  s.f1 = s.begin(warp() + 1);
+  return s;
+}
+
+// The plan of one part of a tile split over K (LINEAR, d2 = parts): K / parts columns, starting at part * K / parts,
+// of x rows that fit beside the ring as lowering sized them (weft_mma_split_parts). Off for a table that breaks
+// those rules.
+template <typename T>
+__device__ __forceinline__ MmaStream gemv_mma_split_plan(const weft_task_args* a, const T* w) {
+  const i64 k = a->d[0], parts = a->d[2], part = a->d[3], rows = a->row1 - a->row0, cols = a->col1 - a->col0;
+  if (sizeof(T) != 2 || !WEFT_DEVLIB_TENSOR_CORES || parts < 2 || (parts & (parts - 1)) != 0 || part < 0 ||
+      part >= parts || k <= 0 || k % parts != 0 || (k / parts) % kMmaStageK != 0 || rows < WEFT_MMA_MIN_ROWS ||
+      rows > WEFT_MMA_MAX_ROWS || cols <= 0 || !aligned16(w) || !weft_mma_split_fits(WEFT_SMEM_BYTES, k / parts, rows, 2))
+    return MmaStream{};
+  return mma_stream_of(cols, k / parts);
+}
+
 // Whether the tile takes the tensor-core path: 16-bit T, WEFT_MMA_MIN_ROWS..WEFT_MMA_ROWS_FIT rows, K a multiple
 // of the stage, 16-byte aligned weights. kChunked (a plain linear's tile): rows that do not fit whole may be
 // staged in K chunks. A template parameter so that the other ops' plans are compiled without it. Lowering sizes
@@ -126,14 +153,7 @@ __device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, cons
       kc = mma_chunk_k_of(k, rows, cols);
       if (kc <= 0) return s;
     }
-    const i64 total = (cols + kMmaGroupRows - 1) / kMmaGroupRows * (kc / kMmaStageK);
-    if (total >= kMmaMaxStages) return s;
-    s.on = true;
-    s.kc = kc;
-    s.spk = static_cast<int>(kc / kMmaStageK);
-    s.total = static_cast<int>(total);
-    s.f0 = s.begin(warp());
-    s.f1 = s.begin(warp() + 1);
+    return mma_stream_of(cols, kc);
   }
   (void)a;
   (void)w;
@@ -309,7 +329,18 @@ __device__ bool linear_chunked_prologue_t(const weft_task_args* a, const weft_en
   if (ms.on) gemv_mma_prologue<T>(a, w, ms, smem);
   return ms.on;
 }
+// A part of a tile split over K: its columns' first stages; true (nothing else issued) even for a table the
+// plan refuses, whose run then records the error.
+template <typename T>
+__device__ bool linear_split_prologue_t(const weft_task_args* a, const weft_env* env, char* smem) {
+  const T* w = in_ptr<T>(a, env, 1);
+  const MmaStream ms = gemv_mma_split_plan<T>(a, w);
+  if (ms.on) gemv_mma_prologue<T>(a, w + a->d[3] * (a->d[0] / a->d[2]), ms, smem);
+  return true;
+}
 static __device__ __noinline__ bool linear_chunked_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (a->d[2] > 1 && a->dtype == WEFT_DEV_BF16) return linear_split_prologue_t<bf16>(a, env, smem);
+  if (a->d[2] > 1 && a->dtype == WEFT_DEV_F16) return linear_split_prologue_t<f16>(a, env, smem);
   if (a->dtype == WEFT_DEV_BF16) return linear_chunked_prologue_t<bf16>(a, env, smem);
   if (a->dtype == WEFT_DEV_F16) return linear_chunked_prologue_t<f16>(a, env, smem);
   return false;

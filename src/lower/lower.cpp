@@ -24,7 +24,7 @@ double elem_bytes(const Graph& g, TensorId t, int64_t elems) {
 }
 
 // Estimated bytes moved and flops of one task (the regions it reads of every operand + the tile it writes).
-void estimate_cost(const Graph& g, const Node& n, const OpLowering& rule, const LowerCtx& c, Task& t) {
+void estimate_cost(const Graph& g, const Node& n, const OpLowering& rule, const LowerCtx& c, int64_t k_parts, Task& t) {
   const int64_t tile_elems = (t.tile.row1 - t.tile.row0) * (t.tile.col1 - t.tile.col0);
   t.bytes = elem_bytes(g, n.output, tile_elems);
   t.flops = 4.0 * static_cast<double>(tile_elems);
@@ -34,7 +34,7 @@ void estimate_cost(const Graph& g, const Node& n, const OpLowering& rule, const 
     const bool linear = rule.dev_op == WEFT_DEV_OP_LINEAR || rule.dev_op == WEFT_DEV_OP_RMSNORM_LINEAR ||
                         rule.dev_op == WEFT_DEV_OP_SILU_MUL_LINEAR;
     if (linear && k == weight) {  // the weight rows of the tile's columns
-      const int64_t k_dim = c.in_shape(weight)[1];
+      const int64_t k_dim = c.in_shape(weight)[1] / k_parts;  // a split tile's part: its share of K
       t.bytes += elem_bytes(g, n.inputs[k], (t.tile.col1 - t.tile.col0) * k_dim);
       t.flops += 2.0 * static_cast<double>(tile_elems) * static_cast<double>(k_dim);
       continue;
@@ -61,7 +61,7 @@ std::pair<int32_t, int64_t> node_clip(const Node& n, const LowerCtx& c, const st
 }  // namespace
 
 TaskWait TaskGraph::node_done_wait(int32_t node) const {
-  return TaskWait{node_event[static_cast<size_t>(node)], static_cast<uint32_t>(grids[static_cast<size_t>(node)].count())};
+  return TaskWait{node_event[static_cast<size_t>(node)], static_cast<uint32_t>(grids[static_cast<size_t>(node)].tasks())};
 }
 
 void TaskGraph::add_ordering_wait(int32_t node, int32_t on) {
@@ -141,12 +141,58 @@ std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<
   for (const Node& node : nodes) {
     const OpLowering* rule = find_lowering(node.op->name);
     if (!rule || !rule->long_setup) continue;
-    const int64_t tasks = rule->grid(LowerCtx(g, node, shapes, options)).count();
+    const int64_t tasks = rule->grid(LowerCtx(g, node, shapes, options)).tasks();
     for (TensorId in : node.inputs)
       if (auto it = producer.find(in); in != kNoTensor && it != producer.end()) reserved[static_cast<size_t>(it->second)] += tasks;
   }
   for (int64_t& r : reserved) r = std::min<int64_t>(r, options.num_sms / 8);
   return reserved;
+}
+
+// Scratch of the split tiles (TileGrid::k_parts > 1): an arrival counter per tile of every split node (counters
+// only grow, so none is shared), and per tile a block of partial results [parts][rows][cols] f32. The blocks of a
+// node reuse the region of the split node before it when every task of the node waits (transitively) for every
+// task of that one: then no part of it can still be reading its blocks. Call after compute_full_waits.
+void place_split_scratch(const Graph& g, TaskGraph& tg) {
+  std::vector<int32_t> split;
+  int64_t largest = 0;  // words of partial blocks of one node
+  auto block_words = [&](const Task& t) { return tg.grids[static_cast<size_t>(t.node)].k_parts * (t.tile.row1 - t.tile.row0) * (t.tile.col1 - t.tile.col0); };
+  for (size_t n = 0; n < tg.grids.size(); ++n) {
+    if (tg.grids[n].k_parts <= 1) continue;
+    split.push_back(static_cast<int32_t>(n));
+    int64_t words = 0;
+    for (int32_t t = tg.first_task[n]; t < static_cast<int32_t>(tg.tasks.size()) && tg.tasks[static_cast<size_t>(t)].node == static_cast<int32_t>(n); ++t)
+      if (tg.tasks[static_cast<size_t>(t)].part == 0) words += block_words(tg.tasks[static_cast<size_t>(t)]);
+    largest = std::max(largest, words);
+  }
+  if (split.empty()) return;
+  int64_t next = 0;  // the first free word
+  auto take = [&](int64_t words) {
+    const int64_t at = next;
+    next += (words + 3) / 4 * 4;  // every piece 16-byte aligned
+    return at;
+  };
+  std::vector<std::pair<int64_t, int32_t>> regions;  // (first word, last node whose blocks lie there)
+  for (int32_t n : split) {
+    auto region = std::find_if(regions.begin(), regions.end(), [&](const auto& r) {
+      return tg.fully_waits[static_cast<size_t>(n)][static_cast<size_t>(r.second)];
+    });
+    if (region == regions.end()) region = regions.insert(regions.end(), {take(largest), n});
+    region->second = n;
+    const OpLowering* rule = find_lowering(g.nodes()[static_cast<size_t>(n)].op->name);
+    int64_t block = region->first, counter = -1;
+    for (int32_t ti = tg.first_task[static_cast<size_t>(n)]; ti < static_cast<int32_t>(tg.tasks.size()) && tg.tasks[static_cast<size_t>(ti)].node == n; ++ti) {
+      Task& t = tg.tasks[static_cast<size_t>(ti)];
+      if (t.part == 0) {
+        if (counter >= 0) block += block_words(tg.tasks[static_cast<size_t>(ti - 1)]);
+        counter = take(1);
+      }
+      rule->split_args(t.args, tg.grids[static_cast<size_t>(n)].k_parts, t.part, block, counter);
+    }
+  }
+  if (next > (int64_t{1} << 28))
+    fail(Status::unsupported, "the split linears need " + std::to_string(next) + " words of scratch; at most 2^28 fit");
+  tg.scratch_words = next;
 }
 
 }  // namespace
@@ -169,14 +215,17 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
     TileGrid grid = rule->grid(c);
     tg.grids.push_back(grid);
     ev.node_event.push_back(static_cast<int32_t>(all_events.size()));
-    all_events.push_back(EventDesc{static_cast<int32_t>(n), EventKind::node, 0, 0, static_cast<uint32_t>(grid.count())});
+    if (grid.k_parts > 1 && !rule->split_args)
+      fail(Status::internal, "op '" + std::string(nodes[n].op->name) + "' splits its tiles but has no split_args");
+    const auto parts = static_cast<uint32_t>(grid.k_parts);
+    all_events.push_back(EventDesc{static_cast<int32_t>(n), EventKind::node, 0, 0, static_cast<uint32_t>(grid.tasks())});
     ev.row_block_event_base.push_back(static_cast<int32_t>(all_events.size()));
     for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)
-      all_events.push_back(EventDesc{static_cast<int32_t>(n), EventKind::row_block, rb, 0, static_cast<uint32_t>(grid.col_tiles())});
+      all_events.push_back(EventDesc{static_cast<int32_t>(n), EventKind::row_block, rb, 0, static_cast<uint32_t>(grid.col_tiles()) * parts});
     ev.tile_event_base.push_back(static_cast<int32_t>(all_events.size()));
     for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)
       for (int64_t ct = 0; ct < grid.col_tiles(); ++ct)
-        all_events.push_back(EventDesc{static_cast<int32_t>(n), EventKind::tile, rb, ct, 1});
+        all_events.push_back(EventDesc{static_cast<int32_t>(n), EventKind::tile, rb, ct, parts});
     if (all_events.size() > (size_t{1} << 30)) fail(Status::unsupported, "graph needs more than 2^30 events");
   }
 
@@ -197,69 +246,73 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
     const TileGrid& grid = tg.grids[n];
     const auto [clip, clip_unit] = node_clip(node, c, maskable, g);
     tg.first_task.push_back(static_cast<int32_t>(tg.tasks.size()));
-    for (int64_t rb = 0; rb < grid.row_blocks(); ++rb)
-      for (int64_t ct = 0; ct < grid.col_tiles(); ++ct) {
-        Task t;
-        t.node = static_cast<int32_t>(n);
-        t.tile = grid.tile(rb, ct);
-        t.dev_op = rule->dev_op;
-        t.clip = clip;
-        t.clip_unit = clip_unit;
-        t.args.out = node.output;
-        for (int k = 0; k < WEFT_TASK_MAX_INPUTS; ++k) t.args.in[k] = -1;
-        for (size_t k = 0; k < node.inputs.size() && k < WEFT_TASK_MAX_INPUTS; ++k) t.args.in[k] = node.inputs[k];
-        t.args.dtype = static_cast<int>(g.tensor(node.output).type.dtype);
-        t.args.row0 = t.tile.row0;
-        t.args.row1 = t.tile.row1;
-        t.args.col0 = t.tile.col0;
-        t.args.col1 = t.tile.col1;
-        rule->args(c, t.args);
-        // Elementwise-style device ops find C here when a tile cuts rows (config.cuh).
-        t.args.d[WEFT_D_VIEW_COLS] = grid.cols;
+    // Tiles in row-major order; the parts of a split tile next to each other.
+    for (int64_t i = 0; i < grid.tasks(); ++i) {
+      const int64_t rb = i / (grid.col_tiles() * grid.k_parts), ct = i / grid.k_parts % grid.col_tiles();
+      Task t;
+      t.node = static_cast<int32_t>(n);
+      t.tile = grid.tile(rb, ct);
+      t.part = static_cast<int32_t>(i % grid.k_parts);
+      t.dev_op = rule->dev_op;
+      t.clip = clip;
+      t.clip_unit = clip_unit;
+      t.args.out = node.output;
+      for (int k = 0; k < WEFT_TASK_MAX_INPUTS; ++k) t.args.in[k] = -1;
+      for (size_t k = 0; k < node.inputs.size() && k < WEFT_TASK_MAX_INPUTS; ++k) t.args.in[k] = node.inputs[k];
+      t.args.dtype = static_cast<int>(g.tensor(node.output).type.dtype);
+      t.args.row0 = t.tile.row0;
+      t.args.row1 = t.tile.row1;
+      t.args.col0 = t.tile.col0;
+      t.args.col1 = t.tile.col1;
+      rule->args(c, t.args);
+      // Elementwise-style device ops find C here when a tile cuts rows (config.cuh).
+      t.args.d[WEFT_D_VIEW_COLS] = grid.cols;
 
-        std::set<std::pair<int32_t, uint32_t>> waits;
-        std::vector<ReadSet> reads;
-        for (size_t k = 0; k < node.inputs.size(); ++k) {
-          const TensorId in = node.inputs[k];
-          if (in == kNoTensor) continue;
-          const TensorDesc& d = g.tensor(in);
-          if (d.kind == TensorKind::state) {  // written by another node: wait for all of it
-            auto it = state_writer.find(in);
-            if (it != state_writer.end() && it->second < static_cast<int32_t>(n)) {
-              const TaskWait w = tg.node_done_wait(it->second);
-              waits.insert({w.event, w.count});
-            }
-            continue;
+      std::set<std::pair<int32_t, uint32_t>> waits;
+      std::vector<ReadSet> reads;
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        const TensorId in = node.inputs[k];
+        if (in == kNoTensor) continue;
+        const TensorDesc& d = g.tensor(in);
+        if (d.kind == TensorKind::state) {  // written by another node: wait for all of it
+          auto it = state_writer.find(in);
+          if (it != state_writer.end() && it->second < static_cast<int32_t>(n)) {
+            const TaskWait w = tg.node_done_wait(it->second);
+            waits.insert({w.event, w.count});
           }
-          if (d.producer < 0) continue;  // inputs and weights are ready before launch
-          const std::vector<Region> regions = rule->reads(c, k, t.tile);
-          reads.push_back(ReadSet{in, regions});
-          const TileGrid& pg = tg.grids[static_cast<size_t>(d.producer)];
-          for (int64_t prb = 0; prb < pg.row_blocks(); ++prb) {
-            std::vector<int64_t> hit;
-            for (int64_t pct = 0; pct < pg.col_tiles(); ++pct)
-              for (const Region& r : regions)
-                if (pg.tile(prb, pct).overlaps(r)) {
-                  hit.push_back(pct);
-                  break;
-                }
-            if (hit.empty()) continue;
-            if (static_cast<int64_t>(hit.size()) == pg.col_tiles() && hit.size() > 1) {  // whole row block: one summary wait
-              waits.insert({ev.row_block_event_base[static_cast<size_t>(d.producer)] + static_cast<int32_t>(prb),
-                            static_cast<uint32_t>(pg.col_tiles())});
-            } else {
-              for (int64_t pct : hit)
-                waits.insert({ev.tile_event_base[static_cast<size_t>(d.producer)] + static_cast<int32_t>(prb * pg.col_tiles() + pct), 1u});
-            }
+          continue;
+        }
+        if (d.producer < 0) continue;  // inputs and weights are ready before launch
+        const std::vector<Region> regions = rule->reads(c, k, t.tile);
+        reads.push_back(ReadSet{in, regions});
+        const TileGrid& pg = tg.grids[static_cast<size_t>(d.producer)];
+        for (int64_t prb = 0; prb < pg.row_blocks(); ++prb) {
+          std::vector<int64_t> hit;
+          for (int64_t pct = 0; pct < pg.col_tiles(); ++pct)
+            for (const Region& r : regions)
+              if (pg.tile(prb, pct).overlaps(r)) {
+                hit.push_back(pct);
+                break;
+              }
+          if (hit.empty()) continue;
+          const auto pparts = static_cast<uint32_t>(pg.k_parts);
+          if (static_cast<int64_t>(hit.size()) == pg.col_tiles() && hit.size() > 1) {  // whole row block: one summary wait
+            waits.insert({ev.row_block_event_base[static_cast<size_t>(d.producer)] + static_cast<int32_t>(prb),
+                          static_cast<uint32_t>(pg.col_tiles()) * pparts});
+          } else {
+            for (int64_t pct : hit)
+              waits.insert({ev.tile_event_base[static_cast<size_t>(d.producer)] + static_cast<int32_t>(prb * pg.col_tiles() + pct), pparts});
           }
         }
-        for (const auto& [e, cnt] : waits) t.waits.push_back(TaskWait{e, cnt});
-        estimate_cost(g, node, *rule, c, t);
-        tg.tasks.push_back(std::move(t));
-        tg.reads.push_back(std::move(reads));
       }
+      for (const auto& [e, cnt] : waits) t.waits.push_back(TaskWait{e, cnt});
+      estimate_cost(g, node, *rule, c, grid.k_parts, t);
+      tg.tasks.push_back(std::move(t));
+      tg.reads.push_back(std::move(reads));
+    }
   }
   compute_full_waits(tg);
+  place_split_scratch(g, tg);
   // Write-after-read on state tensors: the writer waits for every node that reads the state before it.
   for (const auto& [tensor, writer] : state_writer)
     for (int32_t r = 0; r < writer; ++r) {

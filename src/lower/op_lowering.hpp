@@ -54,6 +54,9 @@ struct OpLowering {
   // rope table): the producers of its inputs leave that many SMs out of their grids, so that this set-up runs
   // while they do instead of after them on the same SMs, on the critical path.
   bool long_setup = false;
+  // For a grid with k_parts > 1: fills the arguments that tell a task its part and where its tile's partial
+  // results (`partial_word`) and arrival counter (`counter_word`) lie in scratch.
+  void (*split_args)(weft_task_args&, int64_t parts, int64_t part, int64_t partial_word, int64_t counter_word) = nullptr;
 };
 
 // The rule for an op, or nullptr.

@@ -132,11 +132,22 @@ TileGrid decode_linear_grid(const LowerCtx& c, int64_t row_block) {
 // same either way, and each chunk boundary costs ~1.7 us (Llama-1B's down projection at batch 32, 4 row blocks ->
 // 4 chunks: 69 -> 50 us per layer, H200). Chunked where that saves at least kChunkBoundaryBytes of weight stream
 // per boundary, and wherever the rows fit in no more than 4 row blocks.
+// Before either: rows that fit no tile whole split K instead where they can (weft_mma_split_parts): every task
+// stages its x columns once and streams its share of the weight once, where a chunked tile stages all of x in
+// pieces (Llama-1B's down projection at batch 32: ~7.5 us per chunk, docs/perf.md round 16) and row blocks stream
+// the weight again per block. The tiles get P times the columns, so that the grid's tasks still fill the SMs once.
 constexpr int64_t kChunkBoundaryBytes = 128 * 1024;  // ~4 us at a tile's ~32 GB/s: twice the boundary's cost
 TileGrid linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
   const int64_t k = c.in_shape(1)[1], esize = static_cast<int64_t>(dtype_size(c.in_dtype(1)));
   const int64_t mma = mma_row_block(c, v.rows, k, esize, 4);
+  const int64_t parts = esize == 2 ? weft_mma_split_parts(c.options().mma_smem_bytes, k, v.rows, esize) : 0;
+  if (mma != v.rows && parts > 1) {
+    const int64_t per_task = ceil_div(v.cols * parts, c.spread_sms());
+    TileGrid grid{v.rows, v.cols, v.rows, std::max<int64_t>(8, ceil_div(per_task, 8) * 8)};
+    grid.k_parts = parts;
+    return grid;
+  }
   if (mma != v.rows && esize == 2) {
     const TileGrid one_block = decode_linear_grid(c, v.rows);
     const int64_t kc = weft_mma_chunk_k(c.options().mma_smem_bytes, k, v.rows, one_block.col_tile, esize);
@@ -155,6 +166,12 @@ std::vector<Region> linear_reads(const LowerCtx& c, size_t k, const Region& t) {
 void linear_args(const LowerCtx& c, weft_task_args& a) {
   a.d[0] = c.in_shape(1)[1];
   a.d[1] = c.in_shape(1)[0];
+}
+void linear_split_args(weft_task_args& a, int64_t parts, int64_t part, int64_t partial_word, int64_t counter_word) {
+  a.d[2] = parts;
+  a.d[3] = part;
+  a.d[4] = partial_word;
+  a.d[5] = counter_word;
 }
 
 // rmsnorm_linear / silu_mul_linear: the linear's decode grid, with as many x rows per tile as fit beside the
@@ -394,7 +411,7 @@ const OpLowering kTable[] = {
     {"rmsnorm", WEFT_DEV_OP_RMSNORM, rowwise_grid, rows_then_whole, norm_args},
     {"head_rmsnorm", WEFT_DEV_OP_HEAD_RMSNORM, head_rmsnorm_grid, head_rmsnorm_reads, head_rmsnorm_args},
     {"layernorm", WEFT_DEV_OP_LAYERNORM, rowwise_grid, rows_then_whole, norm_args},
-    {"linear", WEFT_DEV_OP_LINEAR, linear_grid, linear_reads, linear_args},
+    {"linear", WEFT_DEV_OP_LINEAR, linear_grid, linear_reads, linear_args, false, linear_split_args},
     {"matmul", WEFT_DEV_OP_MATMUL, matmul_grid, rows_then_whole, matmul_args},
     {"add", WEFT_DEV_OP_ADD, elementwise_grid, broadcast_reads, broadcast_args},
     {"mul", WEFT_DEV_OP_MUL, elementwise_grid, broadcast_reads, broadcast_args},
@@ -444,6 +461,10 @@ int64_t mma_x_chunks(const TaskGraph& tg, int32_t smem_bytes) {
   for (const Task& t : tg.tasks) {
     if (t.dev_op != WEFT_DEV_OP_LINEAR || (t.args.dtype != WEFT_DEV_BF16 && t.args.dtype != WEFT_DEV_F16)) continue;
     const int64_t k = t.args.d[0];
+    if (t.args.d[2] > 1) {  // split over K: one chunk per part, counted as the parts its last task adds
+      chunks += t.args.d[2];
+      continue;
+    }
     const int64_t kc = weft_mma_chunk_k(smem_bytes, k, t.args.row1 - t.args.row0, t.args.col1 - t.args.col0, 2);
     if (kc > 0 && kc < k) chunks += k / kc;
   }

@@ -28,13 +28,17 @@ struct View2D {
 };
 View2D view_of(const std::vector<int64_t>& shape);
 
-// How an op's output is cut: row blocks of `row_block` rows and column tiles of `col_tile` columns.
+// How an op's output is cut: row blocks of `row_block` rows and column tiles of `col_tile` columns. A tile whose
+// reduction is split (k_parts > 1: LINEAR over K, task_abi.h) is computed by k_parts tasks; each notifies the
+// tile's events, which therefore count k_parts per tile and launch.
 struct TileGrid {
   int64_t rows = 1, cols = 1;          // the output's 2-D view
   int64_t row_block = 1, col_tile = 1;
+  int64_t k_parts = 1;
   int64_t row_blocks() const { return (rows + row_block - 1) / row_block; }
   int64_t col_tiles() const { return (cols + col_tile - 1) / col_tile; }
-  int64_t count() const { return row_blocks() * col_tiles(); }
+  int64_t count() const { return row_blocks() * col_tiles(); }  // tiles
+  int64_t tasks() const { return count() * k_parts; }
   Region tile(int64_t rb, int64_t ct) const {
     return Region{rb * row_block, std::min(rows, (rb + 1) * row_block), ct * col_tile, std::min(cols, (ct + 1) * col_tile)};
   }
@@ -65,6 +69,7 @@ struct Task {
   int32_t dev_op = 0;
   int32_t clip = -1;       // weft_task::clip: masking by a symbol's run-time value
   int64_t clip_unit = 0;
+  int32_t part = 0;        // which of its tile's TileGrid::k_parts tasks this is
   std::vector<TaskWait> waits;
   std::vector<int32_t> notifies;
   double bytes = 0;  // estimated memory traffic
@@ -84,6 +89,9 @@ struct TaskGraph {
   std::vector<int32_t> first_task;       // per node: index of its first task; tasks of a node are contiguous
   std::vector<std::vector<int64_t>> shapes;  // concrete shape of every tensor
   std::vector<std::vector<ReadSet>> reads;   // per task: what it reads of produced tensors (for verification)
+  // 32-bit words of scratch the tasks use (weft_env::scratch): partial results and arrival counters of split
+  // tiles, placed by lowering; zeroed with the event counters.
+  int64_t scratch_words = 0;
   // Until finalize_events: per node, its node event and the index of its first row-block and tile events.
   std::vector<int32_t> node_event, row_block_event_base, tile_event_base;
   // fully_waits[x][y]: every task of node x (transitively) waits for every task of node y, so an ordering
@@ -129,7 +137,8 @@ void finalize_events(TaskGraph& tg);
 bool may_use_tensor_core_tiles(const TaskGraph& tg);
 
 // How many x chunks the chunked tensor-core tiles of `tg` stage (weft_mma_chunk_k) with `smem_bytes` of shared
-// memory, over all its tasks: 0 when none is chunked.
+// memory, over all its tasks, each task of a tile split over K counting its tile's parts (the blocks its last part
+// adds): 0 when none is chunked or split.
 int64_t mma_x_chunks(const TaskGraph& tg, int32_t smem_bytes);
 
 }  // namespace weft

@@ -24,7 +24,9 @@ std::string TaskGraph::event_name(const Graph& g, int32_t event) const {
 
 std::string TaskGraph::task_name(const Graph& g, int32_t task) const {
   const Task& t = tasks[static_cast<size_t>(task)];
-  return "task " + std::to_string(task) + " (" + node_str(g, t.node) + " tile " + region_str(t.tile) + ")";
+  const int64_t parts = static_cast<size_t>(t.node) < grids.size() ? grids[static_cast<size_t>(t.node)].k_parts : 1;
+  const std::string part = parts > 1 ? " part " + std::to_string(t.part) + " of " + std::to_string(parts) : "";
+  return "task " + std::to_string(task) + " (" + node_str(g, t.node) + " tile " + region_str(t.tile) + part + ")";
 }
 
 }  // namespace weft

@@ -21,7 +21,7 @@ struct Program::Variant {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   CUdeviceptr tasks = 0, waits = 0, notifies = 0, queue_offsets = 0, queue_tasks = 0, events = 0, arena = 0;
-  size_t events_bytes = 0;  // the event counters, then the grid barrier counter of multi-step runs
+  size_t events_bytes = 0;  // the event counters, the grid barrier counter of multi-step runs, the scratch words
   unsigned int epoch = 0;
   unsigned int barriers = 0;  // grid barriers completed (multi-step runs)
   // Multi-step buffers, grown on demand: tokens [steps + 1][n], counters [steps][n], step slots [steps][slots].
@@ -184,7 +184,10 @@ std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& val
     v->notifies = upload(t.notifies, "notify table");
     v->queue_offsets = upload(t.queue_offsets, "queue offsets");
     v->queue_tasks = upload(t.queue_tasks, "queues");
-    v->events_bytes = static_cast<size_t>(t.num_events + 1) * sizeof(unsigned int);
+    // The event counters, the grid barrier counter, then (16-byte aligned) the scratch words: the device finds
+    // scratch after the barrier (weft_env::scratch), and all of it is zeroed together here and after an error.
+    const size_t counters = (static_cast<size_t>(t.num_events + 1) * sizeof(unsigned int) + 15) / 16 * 16;
+    v->events_bytes = counters + static_cast<size_t>(t.scratch_words) * sizeof(unsigned int);
     check_cu(d.mem_alloc(&v->events, v->events_bytes), "cuMemAlloc (event counters)");
     check_cu(d.memset_d8(v->events, 0, v->events_bytes), "cuMemsetD8 (event counters)");
     const auto arena_bytes = static_cast<size_t>(std::max<int64_t>(v->compiled.arena_bytes, 256));
@@ -399,7 +402,7 @@ void Program::launch_resolved(const SymbolValues& values, const SymbolValues& co
   for (size_t s = 0; s < values.size() && s < WEFT_MAX_SYMBOLS; ++s) symbols.v[s] = values[s];
   const DriverApi& d = driver();
   weft_loop lp{};
-  lp.barrier = reinterpret_cast<unsigned int*>(v.events + v.events_bytes - sizeof(unsigned int));
+  lp.barrier = reinterpret_cast<unsigned int*>(v.events + static_cast<size_t>(v.compiled.tables.num_events) * sizeof(unsigned int));
   lp.barrier_base = v.barriers;
   size_t n_bytes = 0;  // one step's feedback tokens
   if (loop) {

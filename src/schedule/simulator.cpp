@@ -123,16 +123,26 @@ SimulationStats simulate(const Graph& g, const TaskGraph& tg, const Schedule& s,
       ++stats.steps;
     }
   }
-  // Every output tile written exactly once: tiles of a node partition its output.
+  // Every output tile written exactly once: tiles of a node partition its output. The parts of a split tile
+  // (TileGrid::k_parts) share it: one of them stores it, after all have run.
   for (size_t n = 0; n < nodes.size(); ++n) {
     int64_t area = 0;
+    const int64_t parts = tg.grids[n].k_parts;
     for (int32_t t = tg.first_task[n]; t < tg.first_task[n] + task_count[n]; ++t) {
-      const Region& r = tg.tasks[static_cast<size_t>(t)].tile;
-      area += (r.row1 - r.row0) * (r.col1 - r.col0);
-      for (int32_t u = t + 1; u < tg.first_task[n] + task_count[n]; ++u)
-        if (r.overlaps(tg.tasks[static_cast<size_t>(u)].tile))
+      const Task& a = tg.tasks[static_cast<size_t>(t)];
+      const Region& r = a.tile;
+      if (a.part < 0 || a.part >= parts) broken(tg.task_name(g, t) + " is part " + std::to_string(a.part) + " of " + std::to_string(parts));
+      if (a.part == 0) area += (r.row1 - r.row0) * (r.col1 - r.col0);
+      for (int32_t u = t + 1; u < tg.first_task[n] + task_count[n]; ++u) {
+        const Task& b = tg.tasks[static_cast<size_t>(u)];
+        const bool same_tile = b.tile.row0 == r.row0 && b.tile.row1 == r.row1 && b.tile.col0 == r.col0 && b.tile.col1 == r.col1;
+        if (r.overlaps(b.tile) && !(same_tile && a.part != b.part))
           broken(tg.task_name(g, t) + " and " + tg.task_name(g, u) + " write the same elements");
+      }
     }
+    if (task_count[n] != tg.grids[n].tasks())
+      broken("op '" + g.tensor(nodes[n].output).name + "' has " + std::to_string(task_count[n]) + " tasks; its grid has " +
+             std::to_string(tg.grids[n].tasks()));
     const View2D v = view_of(tg.shapes[static_cast<size_t>(nodes[n].output)]);
     if (area != v.rows * v.cols)
       broken("the tiles of op '" + g.tensor(nodes[n].output).name + "' cover " + std::to_string(area) + " of its " +

@@ -3,18 +3,20 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "device/config.cuh"
 
 namespace weft {
 
 namespace {
 
 constexpr uint32_t kMagic = 0x54464557;  // "WEFT"
-constexpr uint32_t kVersion = 2;  // 2: weft_task::clip
+constexpr uint32_t kVersion = 3;  // 2: weft_task::clip; 3: scratch words
 
-struct Header {
+struct Header {  // 48 bytes
   uint32_t magic, version;
   uint32_t task_size;  // sizeof(weft_task): guards against a blob from a build with another ABI
   int32_t num_tasks, num_waits, num_notifies, num_queues, num_queue_tasks, num_events, num_slots;
+  int64_t scratch_words;  // at byte 40: no padding inside the header
 };
 
 template <typename T>
@@ -38,6 +40,7 @@ TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num
   TaskTables t;
   t.num_events = static_cast<int32_t>(tg.events.size());
   t.num_slots = num_slots;
+  t.scratch_words = tg.scratch_words;
   for (const Task& task : tg.tasks) {
     weft_task d{};
     d.op = task.dev_op;
@@ -64,7 +67,7 @@ std::string serialize_task_tables(const TaskTables& t) {
   const Header h{kMagic, kVersion, sizeof(weft_task),
                  static_cast<int32_t>(t.tasks.size()), static_cast<int32_t>(t.waits.size()),
                  static_cast<int32_t>(t.notifies.size()), t.num_queues(), static_cast<int32_t>(t.queue_tasks.size()),
-                 t.num_events, t.num_slots};
+                 t.num_events, t.num_slots, t.scratch_words};
   std::string out(reinterpret_cast<const char*>(&h), sizeof h);
   append(out, t.tasks);
   append(out, t.waits);
@@ -90,6 +93,8 @@ TaskTables parse_task_tables(const std::string& blob) {
   if (at != blob.size()) fail(Status::cache, "task tables: trailing bytes");
   t.num_events = h.num_events;
   t.num_slots = h.num_slots;
+  if (!(h.scratch_words >= 0 && h.scratch_words <= kMaxScratchWords)) fail(Status::cache, "task tables: a bad scratch size");
+  t.scratch_words = h.scratch_words;
   // Every index the device will follow must be in range: a bad table would be an out-of-bounds access there.
   auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
   for (const weft_task& d : t.tasks) {
@@ -101,6 +106,15 @@ TaskTables parse_task_tables(const std::string& blob) {
       if (!in(d.args.in[k], -1, t.num_slots - 1)) fail(Status::cache, "task tables: a task has an out-of-range input slot");
     if (d.clip != -1 && (!in(d.clip & 0xff, 0, WEFT_MAX_SYMBOLS - 1) || !in(d.clip >> 8, 0, 1) || d.clip_unit < 1))
       fail(Status::cache, "task tables: a task is masked by a symbol the kernel does not receive");
+    // A linear split over K writes its partial block [parts][rows][cols] and its arrival counter in scratch.
+    const weft_task_args& a = d.args;
+    if (d.op == WEFT_DEV_OP_LINEAR && a.d[2] > 1) {
+      const int64_t rows = a.row1 - a.row0, cols = a.col1 - a.col0;
+      const bool fits = a.d[2] <= WEFT_MMA_MAX_SPLIT && in(a.d[3], 0, a.d[2] - 1) && in(rows, 1, WEFT_MMA_MAX_ROWS) &&
+                        in(cols, 1, t.scratch_words) && in(a.d[4], 0, t.scratch_words) &&
+                        in(a.d[2] * rows * cols, 0, t.scratch_words - a.d[4]) && in(a.d[5], 0, t.scratch_words - 1);
+      if (!fits) fail(Status::cache, "task tables: a split linear's scratch lies outside the scratch words");
+    }
   }
   for (const weft_wait& w : t.waits)
     if (!in(w.event, 0, t.num_events - 1)) fail(Status::cache, "task tables: a wait names a missing event");

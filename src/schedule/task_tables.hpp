@@ -19,11 +19,15 @@ struct TaskTables {
   std::vector<int32_t> queue_tasks;
   int32_t num_events = 0;
   int32_t num_slots = 0;
+  int64_t scratch_words = 0;  // TaskGraph::scratch_words
 
   int32_t num_queues() const { return static_cast<int32_t>(queue_offsets.size()) - 1; }
 };
 
 TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num_slots);
+
+// The most scratch a table may ask for (1 GiB of words): a larger count in a cached blob is damage.
+inline constexpr int64_t kMaxScratchWords = int64_t{1} << 28;
 
 // Binary form: a header (magic, version, counts) and the arrays. parse_task_tables checks every count, index
 // and offset and throws weft::Error (Status::cache) on anything inconsistent, so a damaged blob is never used.

@@ -123,13 +123,16 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{8, 8192}, {8192}, {72, 8192}}});
         specs.push_back({"linear", {}, {{8, 8192}, {56, 8192}}});
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{32, 2048}, {2048}, {520, 2048}}});
-        // Chunked tensor-core tiles (a plain linear whose rows fit whole only in several row blocks stages x in K
-        // chunks, weft_mma_chunk_k): 32 rows of K 8192 with bias and residual (4 chunks of 2048 with the wide
-        // shared memory, 8 of 1024 at the base size), 12 rows of K 8192 with a partial last group (2 chunks), and
-        // 32 rows of K 4096 in 21-column tiles (warp ranges crossing groups: cut groups summed in every chunk).
+        // Tiles split over K (a plain linear whose rows fit no tile whole: weft_mma_split_parts, the last part of
+        // each tile adding the others' sums from scratch): 32 rows of K 8192 with bias and residual (4 parts of
+        // 2048 with the wide shared memory, 8 of 1024 at the base size), 12 rows of K 8192 with a partial last
+        // group (2 parts), and 32 rows of K 4096 in 48-column tiles (2 parts).
         specs.push_back({"linear", {}, {{32, 8192}, {40, 8192}, {40}, {32, 40}}, {}, {input, weight, weight, input}});
         specs.push_back({"linear", {}, {{12, 8192}, {203, 8192}}});
         specs.push_back({"linear", {}, {{32, 4096}, {2700, 4096}}});
+        // A chunked tile (no power of two splits K 8320 into whole stages, so x is staged in 5 chunks of 1664,
+        // weft_mma_chunk_k), in 21-column tiles: warp ranges crossing groups, cut groups summed in every chunk.
+        specs.push_back({"linear", {}, {{32, 8320}, {2700, 8320}, {2700}, {32, 2700}}, {}, {input, weight, weight, input}});
         specs.push_back({"attention_decode", {{"num_q_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}},
                          {{3, 512}, {3, 128}, {3, 128}, {3, 2048, 2, 64}, {3, 2048, 2, 64}, {3}},
                          {f, f, f, f, f, i32}, {input, input, input, state, state, input}});
@@ -198,13 +201,15 @@ TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
       }
     }
   }
-  // A chunked tile (x staged in K chunks) in f16.
-  const OneOp chunked{"linear", {}, {{32, 8192}, {24, 8192}, {24}, {32, 24}}, {}, {input, weight, weight, input}};
-  try {
-    const auto problems = compare_with_reference(one_op_graph(chunked, DType::f16), {}, GpuCompareOptions{});
-    EXPECT_TRUE(problems.empty()) << "chunked linear f16" << joined(problems);
-  } catch (const Error& e) {
-    ADD_FAILURE() << "chunked linear f16: " << e.what();
+  // A tile split over K, and a chunked one (x staged in K chunks), in f16.
+  for (const int64_t k : {8192, 8320}) {
+    const OneOp big{"linear", {}, {{32, k}, {2700, k}, {2700}, {32, 2700}}, {}, {input, weight, weight, input}};
+    try {
+      const auto problems = compare_with_reference(one_op_graph(big, DType::f16), {}, GpuCompareOptions{});
+      EXPECT_TRUE(problems.empty()) << "linear f16 K " << k << joined(problems);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "linear f16 K " << k << ": " << e.what();
+    }
   }
 }
 

@@ -110,8 +110,8 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
 // the base shared memory (sm_80) Llama-1B at batch 8 streams every K-2048 weight once and down's (K 8192, 4 rows
 // fit) twice, batch 32 twice (20 rows of K 2048 fit) and down's 8 times; with the wide one (sm_90 and later: 33
 // rows of K 2048 and 8 of K 8192 fit) every K-2048 weight once at batch 32 too (two m16 blocks per tile), down's
-// once at batch 8 and 4 times at batch 32. o at batch 32 on the base size keeps its two row blocks rather than
-// chunking x (its 64 KB per tile streamed twice cost less than a chunk boundary).
+// once at batch 8 and 4 times at batch 32. o, a plain linear, at batch 32 on the base size splits K in two
+// instead of two row blocks (weft_mma_split_parts: each task stages half of x once and streams its weights once).
 TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
   DecoderShape shape = llama_3_2_1b_shape();
   shape.layers = 1;
@@ -134,6 +134,13 @@ TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
         const std::string what = std::string(op) + " K=" + std::to_string(k) + " batch " + std::to_string(batch) +
                                  " smem " + std::to_string(smem);
         EXPECT_EQ(grid.rows, batch) << what;
+        if (op == "linear" && batch == 32 && !wide) {
+          EXPECT_EQ(grid.k_parts, 2) << what;
+          EXPECT_EQ(grid.row_blocks(), 1) << what;
+          ++checked;
+          continue;
+        }
+        EXPECT_EQ(grid.k_parts, 1) << what;
         EXPECT_GE(grid.row_block, WEFT_MMA_MIN_ROWS) << what;
         EXPECT_LE(grid.row_block, most) << what;
         EXPECT_EQ(grid.row_blocks(), (batch + most - 1) / most) << what;
@@ -151,7 +158,7 @@ TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
 // The same with the norms and SwiGLU as separate ops (a model served to more than 8 rows, fuse_linear_inputs_for):
 // plain linears take tensor-core tiles from 2 rows, and at batch 8 down's 8 rows of K 8192 make the wide shared
 // memory worth it (at the base size they would be two row blocks of 4, or two x chunks). Every linear is one row
-// block; at batch 32 down's 32 rows of K 8192 stage x in 4 chunks of 2048 (8 of 1024 at the base size).
+// block; at batch 32 down's 32 rows of K 8192 split K in 4 parts of 2048 (8 of 1024 at the base size).
 TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
   DecoderShape shape = llama_3_2_1b_shape();
   shape.layers = 1;
@@ -167,8 +174,8 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
       const TileGrid& grid = l.tg.grids[n];
       const std::string what = "K=" + std::to_string(k) + " batch " + std::to_string(batch);
       EXPECT_EQ(grid.row_blocks(), 1) << what;
-      EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, k, batch, grid.col_tile, 2), k == 8192 && batch == 32 ? 2048 : k)
-          << what;
+      EXPECT_EQ(grid.k_parts, k == 8192 && batch == 32 ? 4 : 1) << what;
+      if (grid.k_parts == 1) EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, k, batch, grid.col_tile, 2), k) << what;
       ++checked;
     }
     EXPECT_EQ(checked, 5) << "qkv, o, gate_up, down, logits";
@@ -179,12 +186,11 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
   const SymbolValues b32(g.symbols().size(), 32);
   const TaskGraph w = lower_for_device(g, b32, 132, 90, wide);
   EXPECT_TRUE(wide) << "batch 32";
-  EXPECT_EQ(mma_x_chunks(w, WEFT_SMEM_BYTES_WIDE), 4 * 128) << "down: 128 column tiles of 4 chunks";
+  EXPECT_EQ(mma_x_chunks(w, WEFT_SMEM_BYTES_WIDE), 4 * 128) << "down: 32 column tiles of 64 split in 4 parts";
   EXPECT_GT(mma_x_chunks(lower(g, b32, LowerOptions{132, WEFT_SMEM_BYTES_BASE}), WEFT_SMEM_BYTES_BASE), 4 * 128);
 
-  // A gate_up-sized linear (32 rows of K 2048, 125-column tiles of 512 KB): x in 4 chunks at the base size (the
-  // weight streamed once instead of twice), whole at the wide size; the same grid, the wide size taken for the
-  // chunks alone. The same shape at 16 columns per tile (64 KB) keeps two row blocks at the base size.
+  // A gate_up-sized linear (32 rows of K 2048) and an o-sized one: K split in two at the base size (the weight
+  // streamed once instead of twice, 128 tasks of 2 parts), x whole at the wide size, which is taken for it.
   for (const int64_t n : {16384, 2048}) {
     Graph one;
     const TensorId x = one.add_tensor(TensorKind::input, "x", DType::bf16, {Dim::fixed(32), Dim::fixed(2048)});
@@ -193,10 +199,12 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
     const TaskGraph one_base = lower(one, {}, LowerOptions{132, WEFT_SMEM_BYTES_BASE});
     const TaskGraph one_wide = lower_for_device(one, {}, 132, 90, wide);
     EXPECT_TRUE(wide) << n;
-    EXPECT_EQ(one_base.grids.back().row_block, n == 16384 ? 32 : 16) << n;
+    EXPECT_EQ(one_base.grids.back().row_block, 32) << n;
+    EXPECT_EQ(one_base.grids.back().k_parts, 2) << n;
+    EXPECT_EQ(one_base.grids.back().tasks(), 128) << n;
     EXPECT_EQ(one_wide.grids.back().row_block, 32) << n;
-    // (The last tile's 9 columns leave room for chunks of 1024: two.)
-    EXPECT_EQ(mma_x_chunks(one_base, WEFT_SMEM_BYTES_BASE), n == 16384 ? 4 * 131 + 2 : 0) << n;
+    EXPECT_EQ(one_wide.grids.back().k_parts, 1) << n;
+    EXPECT_EQ(mma_x_chunks(one_base, WEFT_SMEM_BYTES_BASE), 2 * 128) << n;
     EXPECT_EQ(mma_x_chunks(one_wide, WEFT_SMEM_BYTES_WIDE), 0) << n;
     lower_for_device(one, {}, 108, 80, wide);
     EXPECT_FALSE(wide) << "sm_80 has no wide size";
