@@ -4,3 +4,5 @@
 #include "weft_device.h"  // first: the definitions below must match these declarations
 
 #include "task_loop.cuh"
+// After the loop, so that its code is laid out after the loop's (see linear_split.cuh).
+#include "linear_split.cuh"

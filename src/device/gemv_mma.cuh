@@ -122,18 +122,12 @@ __device__ __forceinline__ MmaStream mma_stream_of(i64 cols, i64 kc) {
   return s;
 }
 
-// The plan of one part of a tile split over K (LINEAR, d2 = parts): K / parts columns, starting at part * K / parts,
-// of x rows that fit beside the ring as lowering sized them (weft_mma_split_parts). Off for a table that breaks
-// those rules.
-template <typename T>
-__device__ __forceinline__ MmaStream gemv_mma_split_plan(const weft_task_args* a, const T* w) {
-  const i64 k = a->d[0], parts = a->d[2], part = a->d[3], rows = a->row1 - a->row0, cols = a->col1 - a->col0;
-  if (sizeof(T) != 2 || !WEFT_DEVLIB_TENSOR_CORES || parts < 2 || (parts & (parts - 1)) != 0 || part < 0 ||
-      part >= parts || k <= 0 || k % parts != 0 || (k / parts) % kMmaStageK != 0 || rows < WEFT_MMA_MIN_ROWS ||
-      rows > WEFT_MMA_MAX_ROWS || cols <= 0 || !aligned16(w) || !weft_mma_split_fits(WEFT_SMEM_BYTES, k / parts, rows, 2))
-    return MmaStream{};
-  return mma_stream_of(cols, k / parts);
-}
+// A plain linear's tile split over K (LINEAR, d2 = parts: weft_mma_split_parts), linear_split.cuh: the first stages
+// of the task's part (before its wait), and the part itself. Defined after the task loop, out of line: code placed
+// before the loop moves it, and the loop's speed moved with its address (+4-6% at batch 8 with the split's
+// templates compiled in front of it, the loop's own SASS unchanged; docs/perf.md round 17).
+__device__ __noinline__ bool linear_split_prologue(const weft_task_args* a, const weft_env* env, char* smem);
+__device__ __noinline__ void linear_split_run(const weft_task_args* a, const weft_env* env, char* smem);
 
 // Whether the tile takes the tensor-core path: 16-bit T, WEFT_MMA_MIN_ROWS..WEFT_MMA_ROWS_FIT rows, K a multiple
 // of the stage, 16-byte aligned weights. kChunked (a plain linear's tile): rows that do not fit whole may be
@@ -329,18 +323,8 @@ __device__ bool linear_chunked_prologue_t(const weft_task_args* a, const weft_en
   if (ms.on) gemv_mma_prologue<T>(a, w, ms, smem);
   return ms.on;
 }
-// A part of a tile split over K: its columns' first stages; true (nothing else issued) even for a table the
-// plan refuses, whose run then records the error.
-template <typename T>
-__device__ bool linear_split_prologue_t(const weft_task_args* a, const weft_env* env, char* smem) {
-  const T* w = in_ptr<T>(a, env, 1);
-  const MmaStream ms = gemv_mma_split_plan<T>(a, w);
-  if (ms.on) gemv_mma_prologue<T>(a, w + a->d[3] * (a->d[0] / a->d[2]), ms, smem);
-  return true;
-}
 static __device__ __noinline__ bool linear_chunked_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
-  if (a->d[2] > 1 && a->dtype == WEFT_DEV_BF16) return linear_split_prologue_t<bf16>(a, env, smem);
-  if (a->d[2] > 1 && a->dtype == WEFT_DEV_F16) return linear_split_prologue_t<f16>(a, env, smem);
+  if (a->d[2] > 1) return linear_split_prologue(a, env, smem);
   if (a->dtype == WEFT_DEV_BF16) return linear_chunked_prologue_t<bf16>(a, env, smem);
   if (a->dtype == WEFT_DEV_F16) return linear_chunked_prologue_t<f16>(a, env, smem);
   return false;

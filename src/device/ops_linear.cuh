@@ -14,7 +14,6 @@
 
 #include "common.cuh"
 #include "gemv_mma.cuh"
-#include "sync.cuh"
 
 namespace weft_dev {
 
@@ -257,49 +256,6 @@ __device__ __forceinline__ void stage_x_rows(T* xs, i64 ldx, const T* x0, i64 ld
   stage_rows_async(xs, ldx, x0, lds, width, rows);
 }
 
-// One part of a plain linear's tile split over K (LINEAR, d2 = parts; weft_mma_split_parts): x columns [k0, k0 + kc)
-// staged once and multiplied with the same columns of the tile's weight rows, the f32 sums written to the tile's
-// partial block in scratch. The part that completes the tile's arrival count adds the parts in order (the sums of a
-// chunked tile, in the same order) and stores the outputs. Memory order as for events (sync.cuh): the block's
-// writes, a barrier, thread 0's release; thread 0's acquire, a barrier, the reads (from L2: another SM wrote them).
-// Out of line like linear_chunked.
-template <typename T>
-__device__ __noinline__ void linear_split_k(const weft_task_args* a, const weft_env* env, char* smem) {
-  const T* w = in_ptr<T>(a, env, 1);
-  const MmaStream ms = gemv_mma_split_plan<T>(a, w);
-  if (!ms.on || env->scratch == nullptr) {
-    if (tid() == 0) record_error(env, WEFT_DEV_ERR_BAD_TASK, WEFT_DEV_OP_LINEAR, static_cast<unsigned int>(a->d[2]), 1u);
-    return;
-  }
-  const T* x = in_ptr<T>(a, env, 0);
-  const LinearOut<T> out{in_ptr<T>(a, env, 2), in_ptr<T>(a, env, 3), out_ptr<T>(a, env), a->d[1]};
-  const i64 k = a->d[0], parts = a->d[2], part = a->d[3], kc = ms.kc, k0 = part * kc, ldx = kc + WEFT_MMA_X_PAD;
-  const i64 rows = a->row1 - a->row0, cols = a->col1 - a->col0, block = rows * cols;
-  T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
-  float* psum = reinterpret_cast<float*>(xs + rows * ldx);  // 16-byte aligned: ldx * 2 is a multiple of 16
-  float* blocks = reinterpret_cast<float*>(env->scratch + a->d[4]);
-  float* mine = blocks + part * block;
-  stage_x_rows(xs, ldx, x + a->row0 * k + k0, k, kc, rows);
-  __syncthreads();
-  gemv_mma_run<T>(a, w + k0, ms, xs, ldx, psum, smem, [&](i64 row, i64 n, float v) {
-    mine[(row - a->row0) * cols + (n - a->col0)] = v;
-  });
-  __shared__ int last;
-  __syncthreads();  // every thread's sums are written before thread 0 releases them
-  if (tid() == 0) {
-    weft_device_atomic_u32 arrived(env->scratch[a->d[5]]);
-    const unsigned int before = arrived.fetch_add(1u, cuda::memory_order_acq_rel);
-    last = (before + 1u) % static_cast<unsigned int>(parts) == 0u;
-  }
-  __syncthreads();
-  if (!last) return;
-  for (i64 e = tid(); e < block; e += WEFT_BLOCK_THREADS) {
-    float v = __ldcg(blocks + e);
-    for (i64 p = 1; p < parts; ++p) v += __ldcg(blocks + p * block + e);
-    out(a->row0 + e / cols, a->col0 + e % cols, v);
-  }
-}
-
 // A plain linear's tensor-core tile whose plan is chunked (weft_mma_chunk_k): each chunk's x columns staged in
 // turn, its products summed per output in f32 (`sums`, after the partial sums), the outputs stored once at the
 // end. The next chunk's first weight stages are requested before its x is staged, as the prologue does for the
@@ -308,7 +264,7 @@ __device__ __noinline__ void linear_split_k(const weft_task_args* a, const weft_
 template <typename T>
 __device__ __noinline__ bool linear_chunked(const weft_task_args* a, const weft_env* env, char* smem) {
   if (a->d[2] > 1) {  // split over K instead (the same tiles: x rows that do not fit whole)
-    linear_split_k<T>(a, env, smem);
+    linear_split_run(a, env, smem);
     return true;
   }
   const T* x = in_ptr<T>(a, env, 0);

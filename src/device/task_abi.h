@@ -73,10 +73,6 @@ struct weft_env {
   unsigned int* error_info;  // [0] task index, [1..3] op-specific details of the first error
   int task_index;         // index of the running task (for error reports)
   unsigned int tuning;    // WEFT_TUNE_* bits ($WEFT_TUNE): switches for measuring alternatives side by side
-  // Scratch words of the launch (TaskGraph::scratch_words): after the event counters and the grid barrier
-  // counter, 16-byte aligned, zeroed with them. Ops that split a tile's work over several tasks keep their
-  // partial results and arrival counters there (LINEAR split over K).
-  unsigned int* scratch;
 };
 
 // WEFT_TRACE: 64-bit values the kernel records per queue entry and step: [0] wait start, [1] run start, [2] end
@@ -141,9 +137,11 @@ struct weft_queues {
 //  LINEAR           in: x [R, K], weight [N, K], bias [N] or -1, residual [R, N] or -1. d0=K, d1=N.
 //                   Split over K (d2 = P >= 2 parts, a power of two; 0 otherwise): P tasks share one output tile,
 //                   task d3 = p taking K columns [p K / P, (p + 1) K / P). Each writes its f32 sums to the tile's
-//                   partial block in scratch (word d4: [P][rows][cols]) and adds 1 to the tile's arrival counter
-//                   (scratch word d5); the task that brings it to a multiple of P adds the P blocks in order,
-//                   then bias and residual, and stores the tile. Its events count P per launch.
+//                   partial block (d4: [P][rows][cols] f32) and adds 1 to the tile's arrival counter (d5, u32); the
+//                   task that brings it to a multiple of P adds the P blocks in order, then bias and residual,
+//                   and stores the tile. Its events count P per launch. Both lie in the launch's scratch words:
+//                   lowering writes word offsets there, the runtime replaces them with device addresses when it
+//                   uploads the table (relocate_scratch).
 //  MATMUL           in: a [B, M, K], b [B, K, N] or [K, N]. R = B*M, C = N. d0=M, d1=K, d2=N,
 //                   d3=1 if b is batched else 0.
 //  ADD, MUL         in: a, b broadcast to the output, all seen as 4-D (leading 1s): d0..d3 = output dims,

@@ -141,8 +141,6 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
   env.error_info = q.error_info;
   env.task_index = -1;
   env.tuning = q.tuning;
-  // The host lays the scratch words out after the grid barrier counter, at the next 16 bytes.
-  env.scratch = reinterpret_cast<unsigned int*>((reinterpret_cast<unsigned long long>(loop.barrier + 1) + 15ull) & ~15ull);
   const int steps = loop.steps > 0 ? loop.steps : 1;
   if (loop.steps > 0 && blockIdx.x == 0) {
     for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x) loop.tokens[i] = loop.feed_src[i];

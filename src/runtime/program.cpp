@@ -179,17 +179,17 @@ std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& val
           waits[static_cast<size_t>(t.tasks[i].wait_begin)].count = 0x40000000u;
           break;
         }
-    v->tasks = upload(t.tasks, "task table");
-    v->waits = upload(waits, "wait table");
-    v->notifies = upload(t.notifies, "notify table");
-    v->queue_offsets = upload(t.queue_offsets, "queue offsets");
-    v->queue_tasks = upload(t.queue_tasks, "queues");
-    // The event counters, the grid barrier counter, then (16-byte aligned) the scratch words: the device finds
-    // scratch after the barrier (weft_env::scratch), and all of it is zeroed together here and after an error.
+    // The event counters, the grid barrier counter, then (16-byte aligned) the scratch words of split tiles
+    // (their tasks get its address, relocate_scratch): all of it zeroed together, here and after an error.
     const size_t counters = (static_cast<size_t>(t.num_events + 1) * sizeof(unsigned int) + 15) / 16 * 16;
     v->events_bytes = counters + static_cast<size_t>(t.scratch_words) * sizeof(unsigned int);
     check_cu(d.mem_alloc(&v->events, v->events_bytes), "cuMemAlloc (event counters)");
     check_cu(d.memset_d8(v->events, 0, v->events_bytes), "cuMemsetD8 (event counters)");
+    v->tasks = upload(relocate_scratch(t, static_cast<uint64_t>(v->events + counters)), "task table");
+    v->waits = upload(waits, "wait table");
+    v->notifies = upload(t.notifies, "notify table");
+    v->queue_offsets = upload(t.queue_offsets, "queue offsets");
+    v->queue_tasks = upload(t.queue_tasks, "queues");
     const auto arena_bytes = static_cast<size_t>(std::max<int64_t>(v->compiled.arena_bytes, 256));
     check_cu(d.mem_alloc(&v->arena, arena_bytes), "cuMemAlloc (arena of " + std::to_string(arena_bytes) + " bytes)");
     check_cu(d.event_create(&v->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");

@@ -63,6 +63,15 @@ TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num
   return t;
 }
 
+std::vector<weft_task> relocate_scratch(const TaskTables& t, uint64_t scratch_address) {
+  std::vector<weft_task> tasks = t.tasks;
+  for (weft_task& d : tasks)
+    if (d.op == WEFT_DEV_OP_LINEAR && d.args.d[2] > 1)
+      for (const int field : {4, 5})
+        d.args.d[field] = static_cast<long long>(scratch_address + static_cast<uint64_t>(d.args.d[field]) * sizeof(uint32_t));
+  return tasks;
+}
+
 std::string serialize_task_tables(const TaskTables& t) {
   const Header h{kMagic, kVersion, sizeof(weft_task),
                  static_cast<int32_t>(t.tasks.size()), static_cast<int32_t>(t.waits.size()),

@@ -26,6 +26,10 @@ struct TaskTables {
 
 TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num_slots);
 
+// The tasks as the device runs them: the scratch word offsets of split linears (LINEAR d4, d5; task_abi.h)
+// replaced by device addresses, the scratch words starting at `scratch_address` (16-byte aligned).
+std::vector<weft_task> relocate_scratch(const TaskTables& t, uint64_t scratch_address);
+
 // The most scratch a table may ask for (1 GiB of words): a larger count in a cached blob is damage.
 inline constexpr int64_t kMaxScratchWords = int64_t{1} << 28;
 

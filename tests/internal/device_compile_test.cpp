@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,23 @@ bool is_elf(const std::vector<char>& b) {
 
 bool contains(const std::vector<char>& b, const std::string& s) {
   return std::search(b.begin(), b.end(), s.begin(), s.end()) != b.end();
+}
+
+// The size of section `name` of an ELF64 cubin (little endian), or -1 when it has none.
+int64_t elf_section_size(const std::vector<char>& b, const std::string& name) {
+  auto get = [&](size_t at, size_t bytes) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes && at + i < b.size(); ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(b[at + i])) << (8 * i);
+    return v;
+  };
+  const uint64_t shoff = get(0x28, 8), entsize = get(0x3a, 2), count = get(0x3c, 2), strndx = get(0x3e, 2);
+  if (entsize < 64 || shoff + count * entsize > b.size() || strndx >= count) return -1;
+  const uint64_t strings = get(shoff + strndx * entsize + 0x18, 8);
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t at = shoff + i * entsize, n = strings + get(at, 4);
+    if (n + name.size() < b.size() && std::string(b.data() + n) == name) return static_cast<int64_t>(get(at + 0x20, 8));
+  }
+  return -1;
 }
 
 // Sets (or clears) an environment variable for one scope.
@@ -96,6 +114,13 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
     EXPECT_TRUE(contains(k.cubin, "weft_dev_run_queues"));
     EXPECT_GT(k.compile_ms, 0);
     EXPECT_GT(k.link_ms, 0);
+    // The dynamic shared memory starts after the static block (the task loop's staged descriptors and slots, 1 KiB
+    // the hardware reserves): at 3584 bytes, a multiple of 512. A 16-byte __shared__ flag elsewhere in the library
+    // moved it to 3600 and cost 4-6% per batch-8 token with every executed instruction unchanged (H200,
+    // docs/perf.md round 17). New block-wide values go through registers and barriers, or into the dynamic block.
+    const int64_t static_smem = elf_section_size(k.cubin, std::string(".nv.shared.") + kMegakernelName);
+    EXPECT_GT(static_smem, 0);
+    EXPECT_EQ(static_smem % 512, 0) << "static shared memory of " << static_smem << " bytes";
     std::cout << "[ timing   ] " << GetParam() << (tensor_cores ? o.wide_smem ? " (wide)" : "" : " (no tensor-core tiles)")
               << " megakernel: NVRTC "
               << k.compile_ms << " ms, nvJitLink " << k.link_ms << " ms, cubin " << k.cubin.size() << " bytes\n";

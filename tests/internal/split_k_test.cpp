@@ -158,6 +158,20 @@ TEST(SplitK, PartsShareTheirTilesEventsAndScratch) {
   TaskTables tables = build_task_tables(tg, s, static_cast<int32_t>(g.tensors().size()));
   EXPECT_EQ(tables.scratch_words, tg.scratch_words);
   EXPECT_EQ(parse_task_tables(serialize_task_tables(tables)).scratch_words, tg.scratch_words);
+  // The runtime hands the device addresses: scratch word w at base + 4 w, every other task as it was.
+  const uint64_t base = 0x7f0000001000ull;
+  const std::vector<weft_task> relocated = relocate_scratch(tables, base);
+  ASSERT_EQ(relocated.size(), tables.tasks.size());
+  int split_tasks = 0;
+  for (size_t i = 0; i < relocated.size(); ++i) {
+    const weft_task_args& raw = tables.tasks[i].args;
+    for (int f = 0; f < WEFT_TASK_MAX_DIMS; ++f) {
+      const bool moved = tables.tasks[i].op == WEFT_DEV_OP_LINEAR && raw.d[2] > 1 && (f == 4 || f == 5);
+      EXPECT_EQ(relocated[i].args.d[f], moved ? static_cast<long long>(base + 4 * static_cast<uint64_t>(raw.d[f])) : raw.d[f]);
+    }
+    split_tasks += raw.d[2] > 1 && tables.tasks[i].op == WEFT_DEV_OP_LINEAR;
+  }
+  EXPECT_EQ(split_tasks, tg.grids[0].tasks() + tg.grids[2].tasks());
   for (const int field : {4, 5}) {
     TaskTables bad = tables;
     for (weft_task& t : bad.tasks)
