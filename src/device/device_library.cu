@@ -4,5 +4,5 @@
 #include "weft_device.h"  // first: the definitions below must match these declarations
 
 #include "task_loop.cuh"
-// After the loop, so that its code is laid out after the loop's (see linear_split.cuh).
+// Defines the out-of-line split-tile functions the loop calls (declared in gemv_mma.cuh).
 #include "linear_split.cuh"

@@ -123,9 +123,8 @@ __device__ __forceinline__ MmaStream mma_stream_of(i64 cols, i64 kc) {
 }
 
 // A plain linear's tile split over K (LINEAR, d2 = parts: weft_mma_split_parts), linear_split.cuh: the first stages
-// of the task's part (before its wait), and the part itself. Defined after the task loop, out of line: code placed
-// before the loop moves it, and the loop's speed moved with its address (+4-6% at batch 8 with the split's
-// templates compiled in front of it, the loop's own SASS unchanged; docs/perf.md round 17).
+// of the task's part (before its wait), and the part itself. Out of line, so that the task loop's code is the same
+// with them as without (its SASS was compared, docs/perf.md round 17).
 __device__ __noinline__ bool linear_split_prologue(const weft_task_args* a, const weft_env* env, char* smem);
 __device__ __noinline__ void linear_split_run(const weft_task_args* a, const weft_env* env, char* smem);
 
