@@ -175,7 +175,9 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
       const std::string what = "K=" + std::to_string(k) + " batch " + std::to_string(batch);
       EXPECT_EQ(grid.row_blocks(), 1) << what;
       EXPECT_EQ(grid.k_parts, k == 8192 && batch == 32 ? 4 : 1) << what;
-      if (grid.k_parts == 1) EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, k, batch, grid.col_tile, 2), k) << what;
+      if (grid.k_parts == 1) {
+        EXPECT_EQ(weft_mma_chunk_k(WEFT_SMEM_BYTES_WIDE, k, batch, grid.col_tile, 2), k) << what;
+      }
       ++checked;
     }
     EXPECT_EQ(checked, 5) << "qkv, o, gate_up, down, logits";
