@@ -155,15 +155,12 @@ std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<
 // task of that one: then no part of it can still be reading its blocks. Call after compute_full_waits.
 void place_split_scratch(const Graph& g, TaskGraph& tg) {
   std::vector<int32_t> split;
-  int64_t largest = 0;  // words of partial blocks of one node
-  auto block_words = [&](const Task& t) { return tg.grids[static_cast<size_t>(t.node)].k_parts * (t.tile.row1 - t.tile.row0) * (t.tile.col1 - t.tile.col0); };
+  int64_t largest = 0;  // words of partial blocks of one node: its tiles partition the output, P blocks each
   for (size_t n = 0; n < tg.grids.size(); ++n) {
-    if (tg.grids[n].k_parts <= 1) continue;
+    const TileGrid& grid = tg.grids[n];
+    if (grid.k_parts <= 1) continue;
     split.push_back(static_cast<int32_t>(n));
-    int64_t words = 0;
-    for (int32_t t = tg.first_task[n]; t < static_cast<int32_t>(tg.tasks.size()) && tg.tasks[static_cast<size_t>(t)].node == static_cast<int32_t>(n); ++t)
-      if (tg.tasks[static_cast<size_t>(t)].part == 0) words += block_words(tg.tasks[static_cast<size_t>(t)]);
-    largest = std::max(largest, words);
+    largest = std::max(largest, grid.k_parts * grid.rows * grid.cols);
   }
   if (split.empty()) return;
   int64_t next = 0;  // the first free word
@@ -180,18 +177,22 @@ void place_split_scratch(const Graph& g, TaskGraph& tg) {
     if (region == regions.end()) region = regions.insert(regions.end(), {take(largest), n});
     region->second = n;
     const OpLowering* rule = find_lowering(g.nodes()[static_cast<size_t>(n)].op->name);
-    int64_t block = region->first, counter = -1;
-    for (int32_t ti = tg.first_task[static_cast<size_t>(n)]; ti < static_cast<int32_t>(tg.tasks.size()) && tg.tasks[static_cast<size_t>(ti)].node == n; ++ti) {
-      Task& t = tg.tasks[static_cast<size_t>(ti)];
-      if (t.part == 0) {
-        if (counter >= 0) block += block_words(tg.tasks[static_cast<size_t>(ti - 1)]);
+    const TileGrid& grid = tg.grids[static_cast<size_t>(n)];
+    int64_t next_block = region->first, block = 0, counter = 0;
+    const int32_t first = tg.first_task[static_cast<size_t>(n)];
+    for (int64_t i = 0; i < grid.tasks(); ++i) {
+      Task& t = tg.tasks[static_cast<size_t>(first + i)];
+      if (t.part == 0) {  // a tile's first part: its block and counter
+        block = next_block;
+        next_block += grid.k_parts * (t.tile.row1 - t.tile.row0) * (t.tile.col1 - t.tile.col0);
         counter = take(1);
       }
-      rule->split_args(t.args, tg.grids[static_cast<size_t>(n)].k_parts, t.part, block, counter);
+      rule->split_args(t.args, grid.k_parts, t.part, block, counter);
     }
   }
-  if (next > (int64_t{1} << 28))
-    fail(Status::unsupported, "the split linears need " + std::to_string(next) + " words of scratch; at most 2^28 fit");
+  if (next > kMaxScratchWords)
+    fail(Status::unsupported, "the split linears need " + std::to_string(next) + " words of scratch; at most " +
+                                  std::to_string(kMaxScratchWords) + " fit");
   tg.scratch_words = next;
 }
 

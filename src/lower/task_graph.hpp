@@ -82,6 +82,9 @@ struct ReadSet {
   std::vector<Region> regions;
 };
 
+// The most scratch words a task graph may use (1 GiB); a cached table asking for more is damage.
+inline constexpr int64_t kMaxScratchWords = int64_t{1} << 28;
+
 struct TaskGraph {
   std::vector<Task> tasks;               // in a topological order (node order, then tile order)
   std::vector<EventDesc> events;

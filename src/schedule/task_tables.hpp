@@ -30,9 +30,6 @@ TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num
 // replaced by device addresses, the scratch words starting at `scratch_address` (16-byte aligned).
 std::vector<weft_task> relocate_scratch(const TaskTables& t, uint64_t scratch_address);
 
-// The most scratch a table may ask for (1 GiB of words): a larger count in a cached blob is damage.
-inline constexpr int64_t kMaxScratchWords = int64_t{1} << 28;
-
 // Binary form: a header (magic, version, counts) and the arrays. parse_task_tables checks every count, index
 // and offset and throws weft::Error (Status::cache) on anything inconsistent, so a damaged blob is never used.
 std::string serialize_task_tables(const TaskTables& t);
