@@ -100,6 +100,10 @@ static inline WEFT_HOST_DEVICE long long weft_mma_split_parts(long long smem, lo
   return 0;
 }
 
+// ARGMAX over long rows may be split over columns (task_abi.h): at most this many parts, a power of two; the last
+// part to arrive reads one candidate per thread.
+#define WEFT_ARGMAX_MAX_SPLIT 256
+
 // d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
 // has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole
 // rows", so C = col1. Lowering only needs to fill it for tiles that cut rows.

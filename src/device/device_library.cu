@@ -4,5 +4,6 @@
 #include "weft_device.h"  // first: the definitions below must match these declarations
 
 #include "task_loop.cuh"
-// Defines the out-of-line split-tile functions the loop calls (declared in gemv_mma.cuh).
+// Defines the out-of-line split-tile functions the loop calls (declared in gemv_mma.cuh, ops_reduce.cuh).
 #include "linear_split.cuh"
+#include "argmax_split.cuh"

@@ -114,21 +114,37 @@ __device__ __forceinline__ ArgKey warp_argkey(ArgKey b) {
   return b;
 }
 
+// Below every element's key (-inf's is 0x807fffff): what a thread that saw no element holds.
+__device__ __forceinline__ ArgKey no_arg_key() { return ArgKey{static_cast<int>(0x80000000u), 0x7fffffff}; }
+
+// The block's best of every thread's candidate, in every thread. Called by all threads of the block.
+__device__ __forceinline__ ArgKey block_argkey(ArgKey b, ArgKey* scratch) {
+  b = warp_argkey(b);
+  __syncthreads();
+  if (lane() == 0) scratch[warp()] = b;
+  __syncthreads();
+  return warp_argkey(lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : no_arg_key());
+}
+
+// The best (key, index) of x[0, n) on the whole block; no_arg_key() for n == 0.
 template <typename T>
-__device__ __forceinline__ int argmax_row_block(const T* x, int n, ArgKey* scratch) {
-  ArgKey b{static_cast<int>(0x80000000u), 0x7fffffff};
+__device__ __forceinline__ ArgKey argkey_row_block(const T* x, int n, ArgKey* scratch) {
+  ArgKey b = no_arg_key();
   auto take = [&](int j, float v) {
     const int k = arg_key(v);
     if (k > b.key) b = ArgKey{k, j};
   };
   visit_row<T, 16, int>(x, n, tid(), WEFT_BLOCK_THREADS, take);
-  b = warp_argkey(b);
-  __syncthreads();
-  if (lane() == 0) scratch[warp()] = b;
-  __syncthreads();
-  b = lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : ArgKey{static_cast<int>(0x80000000u), 0x7fffffff};
-  return warp_argkey(b).i;
+  return block_argkey(b, scratch);
 }
+
+template <typename T>
+__device__ __forceinline__ int argmax_row_block(const T* x, int n, ArgKey* scratch) {
+  return argkey_row_block(x, n, scratch).i;
+}
+
+// A long row's argmax split over its columns (ARGMAX with d2 = P parts, task_abi.h), argmax_split.cuh; out of line.
+__device__ __noinline__ void argmax_split_run(const weft_task_args* a, const weft_env* env, char* smem);
 
 template <typename T>
 __device__ void argmax_impl(const weft_task_args* a, const weft_env* env, char* smem) {
@@ -236,6 +252,10 @@ WEFT_DEV_OP_BODY(softmax) {
 // ARGMAX: in x [R, N]; output [R] (view R x 1). d0=N. i0=output dtype (i32 / i64); dtype is x's float dtype.
 // First maximum; NaN counts as the maximum.
 WEFT_DEV_OP_BODY(argmax) {
+  if (a->d[2] > 1) {  // split over columns: its own code, out of line
+    weft_dev::argmax_split_run(a, env, smem);
+    return;
+  }
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::argmax_impl, a, env, smem);
 }
 

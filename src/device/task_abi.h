@@ -163,6 +163,11 @@ struct weft_queues {
 //  ARGMAX           in: x [R, N]. Output: one index per row of x. Unlike other ops, [row0, row1) are rows of x
 //                   (= flat output elements), col0/col1 unused. dtype is x's (not the output's). d0=N.
 //                   i0=output dtype. First max; NaN is max.
+//                   Split over columns (d2 = P >= 2 parts, a power of two <= WEFT_ARGMAX_MAX_SPLIT; 0 otherwise; the
+//                   tile is one row, N < 2^31): P tasks share it, task d3 = p scanning columns [d6, d7). Each writes
+//                   its best (order key, index) to entry p of the tile's block (d4: P pairs of 32-bit words) and
+//                   adds 1 to the tile's arrival counter (d5, u32); the task that brings it to a multiple of P
+//                   stores the best of the P entries. Scratch as for LINEAR's split.
 //  REDUCE           in: x seen as [outer, A, inner]; output [outer, inner] (view R x C of the output's own
 //                   shape, any keepdim). d0=outer, d1=A, d2=inner. i0=kind (0 sum, 1 max, 2 mean). A tile
 //                   covers output elements [row0*C+col0 ...] as usual; whole rows.

@@ -39,7 +39,7 @@ void estimate_cost(const Graph& g, const Node& n, const OpLowering& rule, const 
       t.flops += 2.0 * static_cast<double>(tile_elems) * static_cast<double>(k_dim);
       continue;
     }
-    for (const Region& r : rule.reads(c, k, t.tile))
+    for (const Region& r : task_reads(rule, c, k, t.tile, t.part, k_parts))
       t.bytes += elem_bytes(g, n.inputs[k], (r.row1 - r.row0) * (r.col1 - r.col0));
   }
 }
@@ -150,17 +150,19 @@ std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<
 }
 
 // Scratch of the split tiles (TileGrid::k_parts > 1): an arrival counter per tile of every split node (counters
-// only grow, so none is shared), and per tile a block of partial results [parts][rows][cols] f32. The blocks of a
+// only grow, so none is shared), and per tile a block of partial results [parts][rows][cols] of
+// OpLowering::split_words each (a linear's f32 sums, argmax's key and index). The blocks of a
 // node reuse the region of the split node before it when every task of the node waits (transitively) for every
 // task of that one: then no part of it can still be reading its blocks. Call after compute_full_waits.
 void place_split_scratch(const Graph& g, TaskGraph& tg) {
   std::vector<int32_t> split;
   int64_t largest = 0;  // words of partial blocks of one node: its tiles partition the output, P blocks each
+  auto words_per_element = [&](size_t n) { return find_lowering(g.nodes()[n].op->name)->split_words; };
   for (size_t n = 0; n < tg.grids.size(); ++n) {
     const TileGrid& grid = tg.grids[n];
     if (grid.k_parts <= 1) continue;
     split.push_back(static_cast<int32_t>(n));
-    largest = std::max(largest, grid.k_parts * grid.rows * grid.cols);
+    largest = std::max(largest, grid.k_parts * words_per_element(n) * grid.rows * grid.cols);
   }
   if (split.empty()) return;
   int64_t next = 0;  // the first free word
@@ -184,7 +186,7 @@ void place_split_scratch(const Graph& g, TaskGraph& tg) {
       Task& t = tg.tasks[static_cast<size_t>(first + i)];
       if (t.part == 0) {  // a tile's first part: its block and counter
         block = next_block;
-        next_block += grid.k_parts * (t.tile.row1 - t.tile.row0) * (t.tile.col1 - t.tile.col0);
+        next_block += grid.k_parts * rule->split_words * (t.tile.row1 - t.tile.row0) * (t.tile.col1 - t.tile.col0);
         counter = take(1);
       }
       rule->split_args(t.args, grid.k_parts, t.part, block, counter);
@@ -284,7 +286,7 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
           continue;
         }
         if (d.producer < 0) continue;  // inputs and weights are ready before launch
-        const std::vector<Region> regions = rule->reads(c, k, t.tile);
+        const std::vector<Region> regions = task_reads(*rule, c, k, t.tile, t.part, grid.k_parts);
         reads.push_back(ReadSet{in, regions});
         const TileGrid& pg = tg.grids[static_cast<size_t>(d.producer)];
         for (int64_t prb = 0; prb < pg.row_blocks(); ++prb) {

@@ -57,7 +57,16 @@ struct OpLowering {
   // For a grid with k_parts > 1: fills the arguments that tell a task its part and where its tile's partial
   // results (`partial_word`) and arrival counter (`counter_word`) lie in scratch.
   void (*split_args)(weft_task_args&, int64_t parts, int64_t part, int64_t partial_word, int64_t counter_word) = nullptr;
+  // For a grid with k_parts > 1: what part `part` of `parts` reads of operand k, where a part reads less than its
+  // tile (its waits then cover only the producer tiles of its share). nullptr: every part reads what `reads` says.
+  std::vector<Region> (*split_reads)(const LowerCtx&, size_t k, const Region& tile, int64_t part, int64_t parts) = nullptr;
+  // Scratch words per output element and part of a split tile's block (a linear's f32 sum: 1; argmax: 2).
+  int64_t split_words = 1;
 };
+
+// What a task of `rule` (part `part` of `parts` of its tile) reads of operand k.
+std::vector<Region> task_reads(const OpLowering& rule, const LowerCtx& c, size_t k, const Region& tile, int64_t part,
+                               int64_t parts);
 
 // The rule for an op, or nullptr.
 const OpLowering* find_lowering(std::string_view op);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "core/error.hpp"
 #include "device/config.cuh"
@@ -341,10 +342,34 @@ void attention_qkv_args(const LowerCtx& c, weft_task_args& a) {
   a.i[2] = c.attr_str("style") == "interleaved" ? 1 : 0;
 }
 
-// argmax: one output element per row of x; the output view of a rank-1 result is [1, R].
+// argmax: one output element per row of x; the output view of a rank-1 result is [1, R]. A few long rows (a decode
+// step's logits: 128-152k columns) are split over their columns (argmax_split.cuh): one block scanning a whole row
+// took 18-20 us per token (docs/perf.md round 16). Each part takes at most kArgmaxPartCols columns (one 16-byte
+// load per thread of a bf16 row; a part costs about one L2 round trip either way) where the SMs allow; tiles of
+// one row then, P a power of two (the arrival counter, as for split linears).
+constexpr int64_t kArgmaxPartCols = 2048;
+constexpr int64_t kArgmaxPartAlign = 8;  // part boundaries in whole 16-byte units of bf16 / f16
+int64_t argmax_parts(const LowerCtx& c, int64_t tiles) {
+  const int64_t n = c.in_view(0).cols;
+  if (n >= (int64_t{1} << 31)) return 1;  // the split path indexes columns in 32 bits
+  int64_t p = 1;
+  while (p < WEFT_ARGMAX_MAX_SPLIT && ceil_div(n, p) > kArgmaxPartCols && tiles * p * 2 <= c.spread_sms()) p *= 2;
+  return p;
+}
+// Columns [first, second) of part p of P of a row of n.
+std::pair<int64_t, int64_t> argmax_part_cols(int64_t n, int64_t parts, int64_t part) {
+  const int64_t per = round_up(ceil_div(n, parts), kArgmaxPartAlign);
+  return {std::min(n, part * per), std::min(n, (part + 1) * per)};
+}
 TileGrid argmax_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
-  return TileGrid{v.rows, v.cols, 1, std::max<int64_t>(1, ceil_div(v.cols, c.options().num_sms))};
+  TileGrid g{v.rows, v.cols, 1, std::max<int64_t>(1, ceil_div(v.cols, c.options().num_sms))};
+  const int64_t parts = v.rows == 1 ? argmax_parts(c, v.cols) : 1;
+  if (parts > 1) {
+    g.col_tile = 1;
+    g.k_parts = parts;
+  }
+  return g;
 }
 std::vector<Region> argmax_reads(const LowerCtx& c, size_t, const Region& t) {
   const View2D out = c.out_view(), x = c.in_view(0);
@@ -352,6 +377,24 @@ std::vector<Region> argmax_reads(const LowerCtx& c, size_t, const Region& t) {
   for (int64_t row = t.row0; row < t.row1; ++row)
     r.push_back(Region{row * out.cols + t.col0, row * out.cols + t.col1, 0, x.cols});
   return r;
+}
+std::vector<Region> argmax_split_reads(const LowerCtx& c, size_t k, const Region& t, int64_t part, int64_t parts) {
+  const auto [c0, c1] = argmax_part_cols(c.in_view(0).cols, parts, part);
+  std::vector<Region> r = argmax_reads(c, k, t);
+  for (Region& x : r) {
+    x.col0 = c0;
+    x.col1 = c1;
+  }
+  return r;
+}
+void argmax_split_args(weft_task_args& a, int64_t parts, int64_t part, int64_t entries_word, int64_t counter_word) {
+  const auto [c0, c1] = argmax_part_cols(a.d[0], parts, part);
+  a.d[2] = parts;
+  a.d[3] = part;
+  a.d[4] = entries_word;
+  a.d[5] = counter_word;
+  a.d[6] = c0;
+  a.d[7] = c1;
 }
 void argmax_args(const LowerCtx& c, weft_task_args& a) {
   a.dtype = static_cast<int>(c.in_dtype(0));  // the device dispatches on x's float dtype; i0 is the output's
@@ -422,7 +465,7 @@ const OpLowering kTable[] = {
     {"attention_decode", WEFT_DEV_OP_ATTENTION_DECODE, attention_grid, attention_reads, attention_args, true},
     {"attention_decode_qkv", WEFT_DEV_OP_ATTENTION_DECODE_QKV, attention_grid, attention_qkv_reads, attention_qkv_args, true},
     {"softmax", WEFT_DEV_OP_SOFTMAX, rowwise_grid, same_rows, no_args},
-    {"argmax", WEFT_DEV_OP_ARGMAX, argmax_grid, argmax_reads, argmax_args},
+    {"argmax", WEFT_DEV_OP_ARGMAX, argmax_grid, argmax_reads, argmax_args, false, argmax_split_args, argmax_split_reads, 2},
     {"reduce", WEFT_DEV_OP_REDUCE, single_task_grid, whole_input, reduce_args},
     {"cast", WEFT_DEV_OP_CAST, elementwise_grid, same_tile, cast_args},
     {"reshape", WEFT_DEV_OP_RESHAPE, elementwise_grid, whole_input, no_args},
@@ -433,6 +476,11 @@ const OpLowering kTable[] = {
 };
 
 }  // namespace
+
+std::vector<Region> task_reads(const OpLowering& rule, const LowerCtx& c, size_t k, const Region& tile, int64_t part,
+                               int64_t parts) {
+  return parts > 1 && rule.split_reads ? rule.split_reads(c, k, tile, part, parts) : rule.reads(c, k, tile);
+}
 
 const OpLowering* find_lowering(std::string_view op) {
   for (const OpLowering& l : kTable)

@@ -29,8 +29,8 @@ struct View2D {
 View2D view_of(const std::vector<int64_t>& shape);
 
 // How an op's output is cut: row blocks of `row_block` rows and column tiles of `col_tile` columns. A tile whose
-// reduction is split (k_parts > 1: LINEAR over K, task_abi.h) is computed by k_parts tasks; each notifies the
-// tile's events, which therefore count k_parts per tile and launch.
+// reduction is split (k_parts > 1: LINEAR over K, ARGMAX over its row's columns; task_abi.h) is computed by k_parts
+// tasks; each notifies the tile's events, which therefore count k_parts per tile and launch.
 struct TileGrid {
   int64_t rows = 1, cols = 1;          // the output's 2-D view
   int64_t row_block = 1, col_tile = 1;

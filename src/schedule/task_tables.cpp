@@ -63,10 +63,17 @@ TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num
   return t;
 }
 
+namespace {
+// A task split over parts (LINEAR over K, ARGMAX over columns: task_abi.h), whose d4 / d5 lie in scratch.
+bool split_task(const weft_task& d) {
+  return (d.op == WEFT_DEV_OP_LINEAR || d.op == WEFT_DEV_OP_ARGMAX) && d.args.d[2] > 1;
+}
+}  // namespace
+
 std::vector<weft_task> relocate_scratch(const TaskTables& t, uint64_t scratch_address) {
   std::vector<weft_task> tasks = t.tasks;
   for (weft_task& d : tasks)
-    if (d.op == WEFT_DEV_OP_LINEAR && d.args.d[2] > 1)
+    if (split_task(d))
       for (const int field : {4, 5})
         d.args.d[field] = static_cast<long long>(scratch_address + static_cast<uint64_t>(d.args.d[field]) * sizeof(uint32_t));
   return tasks;
@@ -115,14 +122,17 @@ TaskTables parse_task_tables(const std::string& blob) {
       if (!in(d.args.in[k], -1, t.num_slots - 1)) fail(Status::cache, "task tables: a task has an out-of-range input slot");
     if (d.clip != -1 && (!in(d.clip & 0xff, 0, WEFT_MAX_SYMBOLS - 1) || !in(d.clip >> 8, 0, 1) || d.clip_unit < 1))
       fail(Status::cache, "task tables: a task is masked by a symbol the kernel does not receive");
-    // A linear split over K writes its partial block [parts][rows][cols] and its arrival counter in scratch.
+    // A split task writes its entry of the tile's block and the tile's arrival counter in scratch: a linear split
+    // over K a block [parts][rows][cols] of f32, an argmax split over columns [parts] pairs of words for its row.
     const weft_task_args& a = d.args;
-    if (d.op == WEFT_DEV_OP_LINEAR && a.d[2] > 1) {
-      const int64_t rows = a.row1 - a.row0, cols = a.col1 - a.col0;
-      const bool fits = a.d[2] <= WEFT_MMA_MAX_SPLIT && in(a.d[3], 0, a.d[2] - 1) && in(rows, 1, WEFT_MMA_MAX_ROWS) &&
-                        in(cols, 1, t.scratch_words) && in(a.d[4], 0, t.scratch_words) &&
-                        in(a.d[2] * rows * cols, 0, t.scratch_words - a.d[4]) && in(a.d[5], 0, t.scratch_words - 1);
-      if (!fits) fail(Status::cache, "task tables: a split linear's scratch lies outside the scratch words");
+    if (split_task(d)) {
+      const bool linear = d.op == WEFT_DEV_OP_LINEAR;
+      const int64_t rows = a.row1 - a.row0, cols = linear ? a.col1 - a.col0 : 2;
+      const bool fits = a.d[2] <= (linear ? WEFT_MMA_MAX_SPLIT : WEFT_ARGMAX_MAX_SPLIT) && in(a.d[3], 0, a.d[2] - 1) &&
+                        in(rows, 1, linear ? WEFT_MMA_MAX_ROWS : 1) && in(cols, 1, t.scratch_words) &&
+                        in(a.d[4], 0, t.scratch_words) && in(a.d[2] * rows * cols, 0, t.scratch_words - a.d[4]) &&
+                        in(a.d[5], 0, t.scratch_words - 1);
+      if (!fits) fail(Status::cache, "task tables: a split task's scratch lies outside the scratch words");
     }
   }
   for (const weft_wait& w : t.waits)

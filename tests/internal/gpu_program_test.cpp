@@ -3,6 +3,8 @@
 // program while another runs, the watchdog, and device-side argument errors.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <random>
 #include <thread>
 
 #include "core/error.hpp"
@@ -209,6 +211,41 @@ TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
       EXPECT_TRUE(problems.empty()) << "linear f16 K " << k << joined(problems);
     } catch (const Error& e) {
       ADD_FAILURE() << "linear f16 K " << k << ": " << e.what();
+    }
+  }
+}
+
+// argmax over rows long enough to be split over columns (argmax_split.cuh, 32 parts of 1250 here): the first
+// maximum wins across parts, NaN above every number (the first NaN), a row of equal values gives index 0; over
+// several launches (the arrival counters keep growing) with the output poisoned before each.
+TEST(GpuOps, SplitArgmaxKeepsTheFirstMaximum) {
+  WEFT_REQUIRE_GPU();
+  GpuSession session;
+  const int64_t rows = 3, n = 40000;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Graph g("argmax");
+    const TensorId x = g.add_tensor(TensorKind::input, "x", dt, fixed_shape({rows, n}));
+    const TensorId out = g.add_op("argmax", {x}, {{"dtype", "i32"}}, "next");
+    g.mark_output(out, "");
+    Buffer xb(dt, {rows, n});
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (int64_t k = 0; k < rows * n; ++k) xb.f[static_cast<size_t>(k)] = u(rng);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    xb.f[1000] = xb.f[30000] = 5.0f;                       // row 0: a tie in parts 0 and 24
+    xb.f[n + 10] = 7.0f;                                   // row 1: a number above the rest, then two NaNs
+    xb.f[static_cast<size_t>(n + 25000)] = xb.f[static_cast<size_t>(2 * n - 1)] = nan;
+    for (int64_t k = 2 * n; k < 3 * n; ++k) xb.f[static_cast<size_t>(k)] = -inf;  // row 2: all equal
+    const DeviceTensor xd(static_cast<size_t>(rows * n) * dtype_size(dt)), od(rows * 4);
+    xd.upload(to_bytes(xb));
+    const std::vector<DeviceBinding> bindings = {{x, {xd.data(), dt, {rows, n}, {}}}, {out, {od.data(), DType::i32, {rows}, {}}}};
+    Program p(session.context(), g, {});
+    for (int launch = 0; launch < 3; ++launch) {
+      od.fill(0xff);
+      p.run(bindings, nullptr);
+      p.synchronize(nullptr);
+      const Buffer got = from_bytes(DType::i32, {rows}, od.download());
+      EXPECT_EQ(got.i, (std::vector<int64_t>{1000, 25000, 0})) << dtype_name(dt) << " launch " << launch;
     }
   }
 }
