@@ -102,8 +102,15 @@ constexpr int kTaskWords = static_cast<int>(sizeof(weft_task) / sizeof(unsigned 
 static_assert(sizeof(weft_task) % sizeof(unsigned int) == 0 && kTaskWords <= WEFT_BLOCK_THREADS,
               "a task descriptor is staged one 32-bit word per thread");
 
-// Slot tables up to this many entries are copied into shared memory at the start of each step.
+// Slot tables up to this many entries are copied into shared memory at the start of each step; a larger one is
+// read from global memory, and after each wait from L2 (Qwen3-0.6B's decode graph has 284 slots: 512 made its
+// batch-1 token 0.7% and batch-8 1.1% faster, H200, docs/perf.md round 18). sm_80's 163 KiB per block leaves room
+// for 256 beside WEFT_SMEM_BYTES_BASE (device_compile_test checks the sum on every arch).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 constexpr int kSharedSlots = 256;
+#else
+constexpr int kSharedSlots = 512;
+#endif
 
 __device__ __forceinline__ unsigned int task_word(const weft_task* tasks, int task, int w) {
   return __ldg(reinterpret_cast<const unsigned int*>(tasks + task) + w);

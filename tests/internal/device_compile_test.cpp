@@ -115,12 +115,18 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
     EXPECT_GT(k.compile_ms, 0);
     EXPECT_GT(k.link_ms, 0);
     // The dynamic shared memory starts after the static block (the task loop's staged descriptors and slots, 1 KiB
-    // the hardware reserves): at 3584 bytes, a multiple of 512. A 16-byte __shared__ flag elsewhere in the library
-    // moved it to 3600 and cost 4-6% per batch-8 token with every executed instruction unchanged (H200,
-    // docs/perf.md round 17). New block-wide values go through registers and barriers, or into the dynamic block.
+    // the hardware reserves): at a multiple of 512 bytes (3584 up to round 17, 5632 on sm_90 and later since). A
+    // 16-byte __shared__ flag elsewhere in the library moved it to 3600 and cost 4-6% per batch-8 token with every
+    // executed instruction unchanged (H200, docs/perf.md round 17). New block-wide values go through registers and
+    // barriers, or into the dynamic block.
     const int64_t static_smem = elf_section_size(k.cubin, std::string(".nv.shared.") + kMegakernelName);
     EXPECT_GT(static_smem, 0);
     EXPECT_EQ(static_smem % 512, 0) << "static shared memory of " << static_smem << " bytes";
+    // Static (less the reserve) and dynamic together within what a block may opt into: 163 KiB on sm_80, 227 KiB
+    // from sm_90 on; past it the launch fails.
+    const int64_t dynamic = o.wide_smem ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
+    const int64_t most = has_wide ? 227 * 1024 : 163 * 1024;
+    EXPECT_LE(static_smem - 1024 + dynamic, most) << "static " << static_smem << " + dynamic " << dynamic;
     std::cout << "[ timing   ] " << GetParam() << (tensor_cores ? o.wide_smem ? " (wide)" : "" : " (no tensor-core tiles)")
               << " megakernel: NVRTC "
               << k.compile_ms << " ms, nvJitLink " << k.link_ms << " ms, cubin " << k.cubin.size() << " bytes\n";
