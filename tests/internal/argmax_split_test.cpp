@@ -14,21 +14,16 @@
 #include "schedule/schedule.hpp"
 #include "schedule/simulator.hpp"
 #include "schedule/task_tables.hpp"
+#include "shape_util.hpp"
 
 namespace weft::test {
 namespace {
 
-Shape fixed(std::initializer_list<int64_t> dims) {
-  Shape s;
-  for (int64_t d : dims) s.push_back(Dim::fixed(d));
-  return s;
-}
-
 // A decode step's tail: logits = linear(h, w) over a vocabulary, then the next token per row.
 Graph logits_argmax(int64_t batch, int64_t vocab, int64_t hidden = 256) {
   Graph g;
-  const TensorId h = g.add_tensor(TensorKind::input, "h", DType::bf16, fixed({batch, hidden}));
-  const TensorId w = g.add_tensor(TensorKind::weight, "w", DType::bf16, fixed({vocab, hidden}));
+  const TensorId h = g.add_tensor(TensorKind::input, "h", DType::bf16, fixed_shape({batch, hidden}));
+  const TensorId w = g.add_tensor(TensorKind::weight, "w", DType::bf16, fixed_shape({vocab, hidden}));
   const TensorId logits = g.add_op("linear", {h, w}, {}, "logits");
   g.mark_output(g.add_op("argmax", {logits}, {{"dtype", "i32"}}, "next"), "");
   return g;

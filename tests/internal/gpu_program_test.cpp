@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "gpu_test_util.hpp"
+#include "shape_util.hpp"
 #include "test_models.hpp"
 #include "random_graph_gen.hpp"
 
@@ -18,12 +19,6 @@ namespace {
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& e : v) s += "\n  " + e;
-  return s;
-}
-
-Shape fixed_shape(std::initializer_list<int64_t> dims) {
-  Shape s;
-  for (int64_t d : dims) s.push_back(Dim::fixed(d));
   return s;
 }
 

@@ -15,25 +15,20 @@
 #include "schedule/schedule.hpp"
 #include "schedule/simulator.hpp"
 #include "schedule/task_tables.hpp"
+#include "shape_util.hpp"
 
 namespace weft::test {
 namespace {
-
-Shape fixed(std::initializer_list<int64_t> dims) {
-  Shape s;
-  for (int64_t d : dims) s.push_back(Dim::fixed(d));
-  return s;
-}
 
 // Llama-1B's down projection at batch 32 (32 rows of K 8192, with a residual), twice: y1 from x, and y2 from u,
 // which reads every row of y1 — or, `concurrent`, both from x (neither waits for the other).
 Graph two_splits(bool concurrent) {
   Graph g;
-  const TensorId x = g.add_tensor(TensorKind::input, "x", DType::bf16, fixed({32, 8192}));
-  const TensorId r = g.add_tensor(TensorKind::input, "r", DType::bf16, fixed({32, 2048}));
-  const TensorId w1 = g.add_tensor(TensorKind::weight, "w1", DType::bf16, fixed({2048, 8192}));
-  const TensorId wu = g.add_tensor(TensorKind::weight, "wu", DType::bf16, fixed({8192, 2048}));
-  const TensorId w2 = g.add_tensor(TensorKind::weight, "w2", DType::bf16, fixed({2048, 8192}));
+  const TensorId x = g.add_tensor(TensorKind::input, "x", DType::bf16, fixed_shape({32, 8192}));
+  const TensorId r = g.add_tensor(TensorKind::input, "r", DType::bf16, fixed_shape({32, 2048}));
+  const TensorId w1 = g.add_tensor(TensorKind::weight, "w1", DType::bf16, fixed_shape({2048, 8192}));
+  const TensorId wu = g.add_tensor(TensorKind::weight, "wu", DType::bf16, fixed_shape({8192, 2048}));
+  const TensorId w2 = g.add_tensor(TensorKind::weight, "w2", DType::bf16, fixed_shape({2048, 8192}));
   const TensorId y1 = g.add_op("linear", {x, w1, kNoTensor, r}, {}, "y1");
   const TensorId u = g.add_op("linear", {y1, wu}, {}, "u");
   const TensorId y2 = g.add_op("linear", {concurrent ? x : u, w2}, {}, "y2");
@@ -104,8 +99,8 @@ TEST(SplitK, PartsAreTheFewestThatFit) {
 // Where no power of two splits K into whole stages the tile stages x in chunks instead (the GPU tests' K 8320).
 TEST(SplitK, OtherwiseChunked) {
   Graph g;
-  const TensorId x = g.add_tensor(TensorKind::input, "x", DType::bf16, fixed({32, 8320}));
-  const TensorId w = g.add_tensor(TensorKind::weight, "w", DType::bf16, fixed({2700, 8320}));
+  const TensorId x = g.add_tensor(TensorKind::input, "x", DType::bf16, fixed_shape({32, 8320}));
+  const TensorId w = g.add_tensor(TensorKind::weight, "w", DType::bf16, fixed_shape({2700, 8320}));
   g.mark_output(g.add_op("linear", {x, w}, {}, "y"), "");
   const TaskGraph tg = lower(g, {}, LowerOptions{132, WEFT_SMEM_BYTES_WIDE});
   EXPECT_EQ(tg.grids[0].k_parts, 1);
