@@ -159,7 +159,8 @@ int cmd_inspect(const Args& a) {
       }
     const auto count = static_cast<double>(grid.tasks());
     std::string grid_str = std::to_string(grid.row_blocks()) + "x" + std::to_string(grid.col_tiles());
-    if (grid.k_parts > 1) grid_str += "x" + std::to_string(grid.k_parts) + "k";  // split over K
+    // A tile split into P parts (a linear over K, an argmax over its row's columns): "RxCxPp".
+    if (grid.k_parts > 1) grid_str += "x" + std::to_string(grid.k_parts) + "p";
     std::printf("  %-24s %-18s %10s %8lld %10.1f %10.0f\n", std::string(g.nodes()[n].op->name).c_str(),
                 g.tensor(g.nodes()[n].output).name.c_str(), grid_str.c_str(), static_cast<long long>(grid.tasks()),
                 static_cast<double>(waits) / count, bytes / count);

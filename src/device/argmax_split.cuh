@@ -17,6 +17,8 @@
 
 namespace weft_dev {
 
+static_assert(WEFT_ARGMAX_MAX_SPLIT <= WEFT_BLOCK_THREADS, "the last part reads one entry per thread");
+
 template <typename T>
 __device__ __forceinline__ void argmax_split(const weft_task_args* a, const weft_env* env, char* smem) {
   const i64 n = a->d[0], parts = a->d[2], part = a->d[3], c0 = a->d[6], c1 = a->d[7];
