@@ -65,12 +65,10 @@ __device__ __forceinline__ AttnIo<T> attn_io_plain(const weft_task_args* a, cons
 
 // Layout in smem: [0] the position the prologue used (int), then K rows [cap][hd], V rows [cap][hd] (T), then
 // q as f32 [group][hd], the per-warp partial outputs f32 [warps][group][hd], 1/l per head, then scores f32
-// [group][cap]. `group` counts the tile's q heads: all of its kv head's (gfull), or a part of them from q0 on
-// (attention_grid splits a kv head's q heads over tasks where there are few).
+// [group][cap].
 struct AttnSmemPlan {
   bool ok;
-  int hd, group, kvh;  // head_dim, the tile's q heads, its kv head
-  int gfull, q0;       // q heads per kv head; the tile's first, counted within its kv head's
+  int hd, group, kvh;  // head_dim, q heads per kv head, the tile's kv head
   int cap;             // timesteps that fit
   char *k, *v;
   float *q, *part, *inv_l, *score;
@@ -85,12 +83,8 @@ __device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, 
   if (sizeof(T) != 2 || io.hq <= 0 || io.hkv <= 0 || io.hq > 4096 || (io.hd != 64 && io.hd != 128)) return s;
   const int hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), hd = static_cast<int>(io.hd);
   if (hq % hkv != 0) return s;
-  const int gfull = hq / hkv;
-  if (a->row1 - a->row0 != 1 || a->col0 % hd != 0 || (a->col1 - a->col0) % hd != 0 || a->col1 <= a->col0 ||
-      a->col1 - a->col0 > static_cast<i64>(gfull) * hd)
-    return s;
-  const int h0 = static_cast<int>(a->col0 / hd), group = static_cast<int>((a->col1 - a->col0) / hd);
-  if (h0 % gfull + group > gfull) return s;  // the tile's q heads share one kv head
+  const int group = hq / hkv;
+  if (a->row1 - a->row0 != 1 || a->col1 - a->col0 != static_cast<i64>(group) * hd || a->col0 % hd != 0) return s;
   if (!aligned16(io.q) || !aligned16(io.kn) || !aligned16(io.vn) || !aligned16(io.kc) || !aligned16(io.vc) ||
       !aligned16(io.o))
     return s;
@@ -101,9 +95,7 @@ __device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, 
   s.ok = true;
   s.hd = hd;
   s.group = group;
-  s.gfull = gfull;
-  s.kvh = h0 / gfull;
-  s.q0 = h0 % gfull;
+  s.kvh = static_cast<int>(a->col0 / hd) / group;
   s.k = smem + 16;
   s.v = s.k + s.cap * hd * static_cast<int>(sizeof(T));
   s.q = reinterpret_cast<float*>(s.v + s.cap * hd * static_cast<int>(sizeof(T)));
@@ -291,7 +283,7 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
       for (int k = 0; k < D; ++k) part[g * HD + k] = acc[g][k];
   }
   __syncthreads();
-  T* o = io.o + ((b * io.hkv + s.kvh) * s.gfull + s.q0) * HD;
+  T* o = io.o + (b * io.hkv + s.kvh) * group * HD;
   for (int i = tid(); i < group * HD; i += WEFT_BLOCK_THREADS) {
     float sum = 0.0f;
 #pragma unroll
@@ -311,7 +303,7 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   const i64 s_dim = io.s_dim, b = a->row0, row_kv = io.hkv * HD;
   const T* kn = io.kn + b * io.kv_row + s.kvh * io.kv_head;
   const T* vn = io.vn + b * io.kv_row + s.kvh * io.kv_head;
-  const T* qh = io.q + b * io.q_row + s.kvh * io.q_kv + s.q0 * HD;
+  const T* qh = io.q + b * io.q_row + s.kvh * io.q_kv;
   T* kc = io.kc;
   T* vc = io.vc;
   // The position and this thread's first unit of the new rows: independent loads, in flight together.
@@ -337,9 +329,7 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
     } else {
       const bool is_k = e < qu + UNITS;
       const int u = is_k ? e - qu : e - qu - UNITS;
-      // The kv head's new row goes to the caches once, by the task of its first q heads; every task keeps it
-      // in its own shared memory.
-      if (s.q0 == 0) *reinterpret_cast<uint4*>((is_k ? kc : vc) + base + p * row_kv + u * N) = raw;
+      *reinterpret_cast<uint4*>((is_k ? kc : vc) + base + p * row_kv + u * N) = raw;
       *reinterpret_cast<uint4*>((is_k ? s.k : s.v) + (pi * HD + u * N) * static_cast<int>(sizeof(T))) = raw;
     }
   }

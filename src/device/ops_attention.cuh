@@ -241,9 +241,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
   const int pdt = io.pos_dtype;
   if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || a->row1 <= a->row0 || a->col1 <= a->col0) return;
   const i64 group = hq / hkv, unit_cols = group * hd;
-  // The tile's kv heads; of each, the q heads [qa, qb) the tile holds (all, or a part where attention_grid split a
-  // kv head's q heads over tasks).
-  const i64 kv0 = a->col0 / unit_cols, kv1 = (a->col1 + unit_cols - 1) / unit_cols;
+  const i64 kv0 = a->col0 / unit_cols, kv1 = a->col1 / unit_cols;
   const i64 row_kv = hkv * hd;  // elements per timestep of a cache row, and per row of k_new / v_new
   const int esize = static_cast<int>(sizeof(T));
   const AttnSmem sm = attn_smem(smem, hd, group, io.reserve);
@@ -261,12 +259,10 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
   for (i64 b = a->row0; b < a->row1; ++b) {
     const i64 p = io.pos_staged ? *io.pos_staged : load_int(pos, pdt, b);
     for (i64 kvh = kv0; kvh < kv1; ++kvh) {
-      const i64 qa = a->col0 / hd - kvh * group > 0 ? a->col0 / hd - kvh * group : 0;
-      const i64 qb = a->col1 / hd - kvh * group < group ? a->col1 / hd - kvh * group : group;
       T* ob = o + b * hq * hd + kvh * unit_cols;
       __syncthreads();  // the previous unit's readers of smem and of the caches are done
       if (p < 0 || p >= s_dim || sm.heads == 0) {
-        zero_bytes(ob + qa * hd, (qb - qa) * hd * esize, esize, tid(), WEFT_BLOCK_THREADS);
+        zero_bytes(ob, unit_cols * esize, esize, tid(), WEFT_BLOCK_THREADS);
         if (tid() == 0 && sm.heads != 0)
           weft_dev::record_error(env, WEFT_DEV_ERR_POSITION, static_cast<unsigned int>(b),
                                 static_cast<unsigned int>(static_cast<u64>(p)), 0u);
@@ -275,14 +271,13 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
       const i64 slot = (b * s_dim + p) * row_kv + kvh * hd;
       copy_bytes(kc + slot, io.kn + b * io.kv_row + kvh * io.kv_head, hd * esize, esize, tid(), WEFT_BLOCK_THREADS);
       copy_bytes(vc + slot, io.vn + b * io.kv_row + kvh * io.kv_head, hd * esize, esize, tid(), WEFT_BLOCK_THREADS);
-      // The block reads the new cache row below; the barrier makes this block's writes visible to it. Where a kv
-      // head's q heads are split over tasks, each writes the row (the same values): it reads it back from there.
+      // The block reads the new cache row below; the barrier makes this block's writes visible to it.
       const T* kb = kc + b * s_dim * row_kv + kvh * hd;  // timestep t at kb + t * row_kv
       const T* vb = vc + b * s_dim * row_kv + kvh * hd;
       const i64 steps = p + 1;
 
-      for (i64 g0 = qa; g0 < qb; g0 += sm.heads) {
-        const int gc = static_cast<int>(qb - g0 < sm.heads ? qb - g0 : sm.heads);
+      for (i64 g0 = 0; g0 < group; g0 += sm.heads) {
+        const int gc = static_cast<int>(group - g0 < sm.heads ? group - g0 : sm.heads);
         const T* qh = io.q + b * io.q_row + kvh * io.q_kv + g0 * hd;
         __syncthreads();
         for (i64 e = tid(); e < gc * hd; e += WEFT_BLOCK_THREADS) {

@@ -142,13 +142,12 @@ __device__ void qkv_stage_inputs(const weft_task_args* a, const weft_env* env, c
   __syncthreads();
 }
 
-// Head h of the fused path's tile (its `group` q heads from q head q_first, then k, then v of kv head kvh) from
-// qkv's row: element lane + 32 k into xr[k], and its norm weight into wr[k] where it has one. Returns that weight
-// (or nullptr).
+// Head h of the fused path's tile (q heads, then k, then v; the tile's kv head kvh) from qkv's row: element
+// lane + 32 k into xr[k], and its norm weight into wr[k] where it has one. Returns that weight (or nullptr).
 template <typename T, int D>
-__device__ __forceinline__ const T* qkv_fused_head(const T* qkv, const T* wq, const T* wk, int h, int group, int q_first,
-                                                   int hq, int hkv, int kvh, T (&xr)[D], T (&wr)[D]) {
-  const T* src = qkv + (h < group ? q_first + h : hq + (h - group) * hkv + kvh) * (32 * D);
+__device__ __forceinline__ const T* qkv_fused_head(const T* qkv, const T* wq, const T* wk, int h, int group, int hq,
+                                                   int hkv, int kvh, T (&xr)[D], T (&wr)[D]) {
+  const T* src = qkv + (h < group ? kvh * group + h : hq + (h - group) * hkv + kvh) * (32 * D);
   const T* w = h < group ? wq : h == group ? wk : nullptr;
 #pragma unroll
   for (int k = 0; k < D; ++k) xr[k] = src[lane() + 32 * k];
@@ -170,7 +169,6 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   constexpr int HD = 32 * D;
   attn_smem_assume_shared(s);
   const int group = s.group, hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), kvh = s.kvh;
-  const int q_first = kvh * s.gfull + s.q0;
   const i64 b = a->row0;
   const T* qkv = in_ptr<T>(a, env, 0) + b * (hq + 2 * hkv) * HD;
   const T* wq = in_ptr<T>(a, env, 4);
@@ -178,7 +176,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   const T* w = nullptr;
   T xr[D], wr[D];
   const i64 pg = load_int(io.pos, io.pos_dtype, b);
-  if (warp() < group + 2) w = qkv_fused_head<T, D>(qkv, wq, wk, warp(), group, q_first, hq, hkv, kvh, xr, wr);
+  if (warp() < group + 2) w = qkv_fused_head<T, D>(qkv, wq, wk, warp(), group, hq, hkv, kvh, xr, wr);
   __syncthreads();  // the prologue's rope table and note of its position are visible
   const i64 p = attn_clamp_pos(pg, io.s_dim);
   if (attn_smem_outside(p, s)) return false;
@@ -193,7 +191,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   const float eps = a->f[1];
   const bool interleaved = a->i[2] == 1;
   for (int h = warp(); h < group + 2; h += WEFT_BLOCK_WARPS) {  // uniform per warp
-    if (h != warp()) w = qkv_fused_head<T, D>(qkv, wq, wk, h, group, q_first, hq, hkv, kvh, xr, wr);
+    if (h != warp()) w = qkv_fused_head<T, D>(qkv, wq, wk, h, group, hq, hkv, kvh, xr, wr);
     T out[D];
     if (h == group + 1) {  // v: as it is
 #pragma unroll
@@ -238,10 +236,9 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
       const bool is_k = h == group;
       T* cache = (is_k ? io.kc : io.vc) + base + p * row_kv;
       T* row = reinterpret_cast<T*>(is_k ? s.k : s.v) + pi * HD;
-      // Into the caches once, by the task of the kv head's first q heads (attention_smem_fast says why).
 #pragma unroll
       for (int k = 0; k < D; ++k) {
-        if (s.q0 == 0) cache[lane() + 32 * k] = out[k];
+        cache[lane() + 32 * k] = out[k];
         row[lane() + 32 * k] = out[k];
       }
     }

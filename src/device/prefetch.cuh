@@ -29,7 +29,7 @@ template <typename T>
 __device__ void attention_prefetch(const weft_task_args* a, const AttnIo<T>& io) {
   const i64 hq = io.hq, hkv = io.hkv, hd = io.hd, s_dim = io.s_dim;
   if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || io.pos == nullptr) return;
-  const i64 unit_cols = hq / hkv * hd, kv0 = a->col0 / unit_cols, kv1 = (a->col1 + unit_cols - 1) / unit_cols;
+  const i64 unit_cols = hq / hkv * hd, kv0 = a->col0 / unit_cols, kv1 = a->col1 / unit_cols;
   const i64 row_kv = hkv * hd, head_bytes = hd * static_cast<i64>(sizeof(T)), lines = (head_bytes + 127) / 128;
   for (i64 b = a->row0; b < a->row1; ++b) {
     i64 p = load_int(io.pos, io.pos_dtype, b);

@@ -279,28 +279,18 @@ void rope_args(const LowerCtx& c, weft_task_args& a) {
   a.i[2] = static_cast<int>(c.in_dtype(1));
 }
 
-// One task per (row, kv head), or, where that makes few tasks (decode at batch 1: 8), per part of a kv head's q
-// heads: the attention phases after the wait (scores, softmax, weighted sum of V) shorten with the q heads per task,
-// the set-up (the kv head's K/V rows into shared memory) is repeated per task on SMs the producers leave free
-// (long_setup), up to an eighth of them. Of a split kv head, only the task of its first q heads writes the new K/V
-// row into the caches on the shared-memory path (attention_smem.cuh).
+// One task per (row, kv head): it owns that kv head's cache slot, so no two tasks write the same slot.
 TileGrid attention_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
-  const int64_t hkv = c.attr_int("num_kv_heads"), group = c.attr_int("num_q_heads") / hkv;
-  int64_t split = 1;
-  while (group % (2 * split) == 0 && v.rows * hkv * 2 * split <= c.options().num_sms / 8) split *= 2;
-  return TileGrid{v.rows, v.cols, 1, group / split * c.attr_int("head_dim")};
-}
-// The kv heads a tile of q heads belongs to, as columns of k_new / v_new.
-Region attention_kv_heads(const LowerCtx& c, const Region& t) {
-  const int64_t hd = c.attr_int("head_dim"), unit = c.attr_int("num_q_heads") / c.attr_int("num_kv_heads") * hd;
-  return Region{t.row0, t.row1, t.col0 / unit * hd, (t.col1 + unit - 1) / unit * hd};
+  const int64_t group = c.attr_int("num_q_heads") / c.attr_int("num_kv_heads");
+  return TileGrid{v.rows, v.cols, 1, group * c.attr_int("head_dim")};
 }
 std::vector<Region> attention_reads(const LowerCtx& c, size_t k, const Region& t) {
+  const int64_t group = c.attr_int("num_q_heads") / c.attr_int("num_kv_heads");
   switch (k) {
     case 0: return {t};
     case 1:
-    case 2: return {attention_kv_heads(c, t)};
+    case 2: return {Region{t.row0, t.row1, t.col0 / group, t.col1 / group}};  // the same kv heads: cols / group
     case 5: return per_row(c, k, t);
     default: return {};  // the caches: written by this op itself
   }
@@ -326,9 +316,8 @@ std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Regio
   const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
   const int64_t group = hq / hkv, kvh = t.col0 / (group * hd);
   switch (k) {
-    case 0:  // every q head of the kv head: the general path stages them all, also for a tile of a part of them
-      return {Region{t.row0, t.row1, kvh * group * hd, (kvh + 1) * group * hd},
-              Region{t.row0, t.row1, (hq + kvh) * hd, (hq + kvh + 1) * hd},
+    case 0:
+      return {Region{t.row0, t.row1, t.col0, t.col1}, Region{t.row0, t.row1, (hq + kvh) * hd, (hq + kvh + 1) * hd},
               Region{t.row0, t.row1, (hq + hkv + kvh) * hd, (hq + hkv + kvh + 1) * hd}};
     case 3: return per_row(c, k, t);
     case 4:

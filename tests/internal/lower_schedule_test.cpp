@@ -88,10 +88,8 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
       for (size_t p = 0; p < g.nodes().size(); ++p)
         if (g.nodes()[p].output == qkv) producer = static_cast<int32_t>(p);
       ASSERT_GE(producer, 0);
-      // At batch 1 a kv head's q heads are split over two tasks (attention_grid): 16 tasks, on as many free SMs.
       const int64_t attn_tasks = l.tg.grids[n].count();
-      EXPECT_EQ(attn_tasks, 2 * shape.kv_heads);
-      EXPECT_EQ(l.tg.grids[n].col_tile, shape.q_heads / shape.kv_heads / 2 * shape.head_dim);
+      EXPECT_EQ(attn_tasks, shape.kv_heads);
       EXPECT_LE(l.tg.grids[static_cast<size_t>(producer)].count(), 132 - attn_tasks) << shape.name;
       std::set<int32_t> qkv_queues;
       for (size_t t = 0; t < l.tg.tasks.size(); ++t)
@@ -103,41 +101,7 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
           ++checked;
         }
     }
-    EXPECT_EQ(checked, 2 * 2 * shape.kv_heads) << shape.name;
-  }
-}
-
-// Where a step has few (row, kv head) pairs, attention_grid splits each kv head's q heads over tasks (up to an
-// eighth of the SMs); each task reads its kv head's k / v whole and, in the fused op, every q head of its kv head
-// (the general path stages them all), so its waits cover what either path reads.
-TEST(Lowering, AttentionSplitsAKvHeadsQHeadsWhereTasksAreFew) {
-  for (const int64_t batch : {1, 2, 4}) {
-    DecoderShape shape = qwen3_0_6b_shape();  // 16 q heads, 8 kv heads of 128
-    shape.layers = 1;
-    shape.vocab = 1000;
-    const Graph g = build_decoder_graph(shape);
-    const Lowered l = lower_all(g, 132, batch);
-    for (size_t n = 0; n < g.nodes().size(); ++n) {
-      if (g.nodes()[n].op->name != std::string_view("attention_decode_qkv")) continue;
-      const TileGrid& grid = l.tg.grids[n];
-      EXPECT_EQ(grid.col_tile, (batch == 1 ? 1 : 2) * 128) << "batch " << batch;
-      EXPECT_LE(grid.tasks(), std::max<int64_t>(16, batch * 8)) << "batch " << batch;
-      for (size_t t = 0; t < l.tg.tasks.size(); ++t) {
-        if (l.tg.tasks[t].node != static_cast<int32_t>(n)) continue;
-        const Region& tile = l.tg.tasks[t].tile;
-        const int64_t kvh = tile.col0 / 256;
-        EXPECT_EQ((tile.col1 - 1) / 256, kvh) << "a tile's q heads share one kv head";
-        ASSERT_EQ(l.tg.reads[t].size(), 1u) << "it reads qkv (positions and weights are inputs)";
-        const std::vector<Region>& r = l.tg.reads[t][0].regions;
-        ASSERT_EQ(r.size(), 3u);
-        EXPECT_EQ(r[0].col0, kvh * 256);
-        EXPECT_EQ(r[0].col1, (kvh + 1) * 256) << "every q head of the kv head";
-        EXPECT_EQ(r[1].col0, (16 + kvh) * 128) << "its k head";
-        EXPECT_EQ(r[2].col0, (24 + kvh) * 128) << "its v head";
-      }
-    }
-    const Schedule s = schedule_static(l.tg, 132);
-    EXPECT_NO_THROW(simulate(g, l.tg, s, l.plan, SimulationOptions{3, 2})) << "batch " << batch;
+    EXPECT_EQ(checked, 2 * shape.kv_heads) << shape.name;
   }
 }
 
