@@ -32,16 +32,11 @@ __device__ __forceinline__ void argmax_split(const weft_task_args* a, const weft
   int* entries = reinterpret_cast<int*>(a->d[4]);
   ArgKey b = argkey_row_block(in_ptr<T>(a, env, 0) + a->row0 * n + c0, static_cast<int>(c1 - c0), scratch);
   if (c1 > c0) b.i += static_cast<int>(c0);
-  int last = 0;
   if (tid() == 0) {
     entries[2 * part] = b.key;
     entries[2 * part + 1] = b.i;
-    weft_device_atomic_u32 arrived(*reinterpret_cast<unsigned int*>(a->d[5]));
-    const unsigned int before = arrived.fetch_add(1u, cuda::memory_order_acq_rel);
-    last = ((before + 1u) & static_cast<unsigned int>(parts - 1)) == 0u;
   }
-  // The barrier hands thread 0's acquire on to the block, as event waits do.
-  if (__syncthreads_or(last) == 0) return;
+  if (!arrive_last_of(reinterpret_cast<unsigned int*>(a->d[5]), static_cast<unsigned int>(parts))) return;
   ArgKey c = no_arg_key();
   if (tid() < parts) c = ArgKey{__ldcg(entries + 2 * tid()), __ldcg(entries + 2 * tid() + 1)};
   c = block_argkey(c, scratch);

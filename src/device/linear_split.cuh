@@ -76,15 +76,7 @@ __device__ __forceinline__ void split_run(const weft_task_args* a, const weft_en
     mine[static_cast<unsigned int>(row - a->row0) * cols + static_cast<unsigned int>(n - a->col0)] = v;
   });
   __syncthreads();  // every thread's sums are written before thread 0 releases them
-  int last = 0;
-  if (tid() == 0) {
-    weft_device_atomic_u32 arrived(*reinterpret_cast<unsigned int*>(a->d[5]));
-    const unsigned int before = arrived.fetch_add(1u, cuda::memory_order_acq_rel);
-    last = ((before + 1u) & (sp.parts - 1u)) == 0u;
-  }
-  // No __shared__ flag: static shared memory moves the dynamic block's base, and the loop's speed with it
-  // (docs/perf.md round 17). The barrier hands thread 0's acquire on to the block, as event waits do.
-  if (__syncthreads_or(last) == 0) return;
+  if (!arrive_last_of(reinterpret_cast<unsigned int*>(a->d[5]), sp.parts)) return;
   for (unsigned int e = tid(); e < block; e += WEFT_BLOCK_THREADS) {
     float v = __ldcg(blocks + e);
     for (unsigned int p = 1; p < sp.parts; ++p) v += __ldcg(blocks + static_cast<size_t>(p) * block + e);

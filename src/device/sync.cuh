@@ -114,6 +114,21 @@ __device__ __forceinline__ void notify_all(unsigned int* events, int mine, const
   }
 }
 
+// Called by every thread of the block when one part of a split tile has written its results and they are ordered
+// before thread 0 (a barrier, or thread 0 wrote them itself): thread 0 adds 1 to the tile's arrival counter (acq_rel:
+// it releases this part's results and acquires the other parts'); true, in every thread, for the block whose add
+// completed a multiple of `parts` (a power of two: the test survives the counter's wrap), which then reads the other
+// parts' results from L2. No __shared__ flag: the barrier hands thread 0's acquire and answer on to the block (static
+// shared memory moves the dynamic block's base, and the loop's speed with it: docs/perf.md round 17).
+__device__ __forceinline__ bool arrive_last_of(unsigned int* counter, unsigned int parts) {
+  int last = 0;
+  if (threadIdx.x == 0) {
+    weft_device_atomic_u32 arrived(*counter);
+    last = ((arrived.fetch_add(1u, cuda::memory_order_acq_rel) + 1u) & (parts - 1u)) == 0u;
+  }
+  return __syncthreads_or(last) != 0;
+}
+
 }  // namespace weft_dev
 
 extern "C" __device__ void weft_dev_record_error(const weft_env* env, unsigned int code, unsigned int info1,

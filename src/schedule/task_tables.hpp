@@ -26,8 +26,8 @@ struct TaskTables {
 
 TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num_slots);
 
-// The tasks as the device runs them: the scratch word offsets of split linears (LINEAR d4, d5; task_abi.h)
-// replaced by device addresses, the scratch words starting at `scratch_address` (16-byte aligned).
+// The tasks as the device runs them: the scratch word offsets of split tasks (LINEAR and ARGMAX with d2 > 1: d4,
+// d5; task_abi.h) replaced by device addresses, the scratch words starting at `scratch_address` (16-byte aligned).
 std::vector<weft_task> relocate_scratch(const TaskTables& t, uint64_t scratch_address);
 
 // Binary form: a header (magic, version, counts) and the arrays. parse_task_tables checks every count, index
