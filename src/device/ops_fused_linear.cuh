@@ -25,6 +25,59 @@ static __device__ __noinline__ void rmsnorm_linear_general(const weft_task_args*
 static __device__ __noinline__ void silu_mul_linear_general(const weft_task_args* a, const weft_env* env,
                                                             char* smem);
 
+// rmsnorm of one row by the whole block into o (shared memory), the batch-1 x stage: every thread requests its x
+// vectors into registers and its norm weight vectors into o (cp.async) at once; after the reduction it reads back
+// the weight it copied itself (visible to it after its wait, which also covers the ring's earlier stages, issued
+// before the task's wait). norm_row reads the weight only after the reduction: one more L2 round trip on the
+// critical path of every qkv and gate_up tile (0.4-0.5 us per task; batch 1 1.2-2.7% faster, H200, docs/perf.md
+// round 19). Same sums in the same order as norm_row<T, true, false>, so the same values. False, with nothing done,
+// where the row takes more than kMaxV vectors per thread or is not made of aligned 16-byte vectors.
+template <typename T, int kMaxV>
+__device__ __forceinline__ bool rmsnorm_row_weight_async(const T* x, const T* w, T* o, i64 n, float eps,
+                                                         float* scratch) {
+  constexpr int N = Vec<T>::N;
+  if (n % N != 0 || n / N > static_cast<i64>(kMaxV) * WEFT_BLOCK_THREADS || !aligned16(x) || !aligned16(w) ||
+      !aligned16(o))
+    return false;
+  const int nv = static_cast<int>(n / N);
+  uint4 xr[kMaxV];
+#pragma unroll
+  for (int u = 0; u < kMaxV; ++u) {
+    const int v = tid() + u * WEFT_BLOCK_THREADS;
+    if (v < nv) {
+      cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(o + v * N)), w + v * N);
+      xr[u] = *reinterpret_cast<const uint4*>(x + v * N);
+    }
+  }
+  cp_async_commit();
+  float ss = 0.0f;
+#pragma unroll
+  for (int u = 0; u < kMaxV; ++u) {
+    if (tid() + u * WEFT_BLOCK_THREADS < nv) {
+      float xv[N];
+      unpack_vec<T>(xr[u], xv);
+#pragma unroll
+      for (int k = 0; k < N; ++k) ss = fmaf(xv[k], xv[k], ss);
+    }
+  }
+  ss = block_sum(ss, scratch);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+  cp_async_wait<0>();
+#pragma unroll
+  for (int u = 0; u < kMaxV; ++u) {
+    const int v = tid() + u * WEFT_BLOCK_THREADS;
+    if (v < nv) {
+      float xv[N], wv[N];
+      unpack_vec<T>(xr[u], xv);
+      load_vec(o + v * N, wv);
+#pragma unroll
+      for (int k = 0; k < N; ++k) xv[k] = __fmul_rn(__fmul_rn(xv[k], inv), wv[k]);
+      store_vec(o + v * N, xv);
+    }
+  }
+  return true;
+}
+
 // kOneRow: see WEFT_GEMV_OP_RUN (ops_linear.cuh).
 template <typename T, bool kOneRow = false>
 __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
@@ -41,7 +94,8 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
     // whole block too: one warp of eight normalizing Qwen3-0.6B's 1024 columns alone kept the other seven
     // waiting on the critical path (1.30 -> 1.25 ms per token, H200).
     if constexpr (kOneRow) {
-      norm_row<T, true, false>(x + a->row0 * k, nw, nullptr, xs, k, eps, 0, k, tid(), WEFT_BLOCK_THREADS, scratch);
+      if (!rmsnorm_row_weight_async<T, 2>(x + a->row0 * k, nw, xs, k, eps, scratch))
+        norm_row<T, true, false>(x + a->row0 * k, nw, nullptr, xs, k, eps, 0, k, tid(), WEFT_BLOCK_THREADS, scratch);
     } else if (spare != nullptr && aligned16(x) && aligned16(nw)) {
       stage_rows_async(xs, ldx, x + a->row0 * k, k, k, rows);
       stage_rows_async(spare, k, nw, k, k, 1);

@@ -210,6 +210,37 @@ TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
   }
 }
 
+// One-row tiles (batch-1 decode) against the reference, in every dtype: rmsnorm_linear rows normalized with x in
+// registers and the norm weight copied beside them (K 1024, 2048, 4096: up to two 16-byte vectors per thread,
+// rmsnorm_row_weight_async) and by norm_row (K 8192); tiles (132 SMs) of 25 rows with bias and residual, of 2 rows
+// of 8 stages beside one of 8, of a single row, and SwiGLU rows of K 8192. Three launches each.
+TEST(GpuOps, OneRowTilesMatchTheReference) {
+  WEFT_REQUIRE_GPU();
+  const auto input = TensorKind::input, weight = TensorKind::weight;
+  const std::vector<OneOp> specs = {
+      {"linear", {}, {{1, 2048}, {3300, 2048}, {3300}, {1, 3300}}, {}, {input, weight, weight, input}},
+      {"linear", {}, {{1, 8192}, {10, 8192}, {10}, {1, 10}}, {}, {input, weight, weight, input}},
+      {"linear", {}, {{1, 2048}, {1, 2048}}},
+      {"silu_mul_linear", {}, {{1, 2 * 8192}, {1500, 8192}, {1500}, {1, 1500}}, {}, {input, weight, weight, input}},
+      {"rmsnorm_linear", {{"eps", 1e-5}}, {{1, 4096}, {4096}, {6600, 4096}}},
+      {"rmsnorm_linear", {{"eps", 1e-5}}, {{1, 2048}, {2048}, {3300, 2048}, {3300}, {1, 3300}}, {},
+       {input, weight, weight, weight, input}},
+      {"rmsnorm_linear", {{"eps", 1e-5}}, {{1, 1024}, {1024}, {700, 1024}}},
+      {"rmsnorm_linear", {{"eps", 1e-5}}, {{1, 8192}, {8192}, {600, 8192}}},
+  };
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    for (const OneOp& spec : specs) {
+      const int64_t n = spec.operand_shapes[std::string(spec.op) == "rmsnorm_linear" ? 2 : 1][0];
+      try {
+        const auto problems = compare_with_reference(one_op_graph(spec, dt), {}, GpuCompareOptions{0, 0, 7, 0, 3, nullptr});
+        EXPECT_TRUE(problems.empty()) << spec.op << " " << dtype_name(dt) << " N " << n << joined(problems);
+      } catch (const Error& e) {
+        ADD_FAILURE() << spec.op << " " << dtype_name(dt) << " N " << n << ": " << e.what();
+      }
+    }
+  }
+}
+
 // argmax over rows long enough to be split over columns (argmax_split.cuh, 32 parts of 1250 here): the first
 // maximum wins across parts, NaN above every number (the first NaN), a row of equal values gives index 0; over
 // several launches (the arrival counters keep growing) with the output poisoned before each.
