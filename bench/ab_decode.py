@@ -15,7 +15,7 @@ own kernel cache.
         [--models llama-3.2-1b,qwen3-0.6b] [--reps 3] [--steps 128] [--batch 1] [--trace] [--out ab.json]
 
 Prints one row per (model, mode, variant): the medians of every repetition and their median. --trace also writes
-a WEFT_TRACE of each variant (32 steps, step mode) and prints bench/trace_summary.py's table for it.
+a WEFT_TRACE of each variant (32 steps, step mode) and prints bench/trace_summary.py's tables for it (with --spread).
 """
 import argparse
 import json
@@ -117,7 +117,7 @@ def main():
                 run_generate(v["build"], folder, ids, args, "step", 32, v["tune"], v["cache"], v["devlib"], v["env"],
                              trace=path)
                 print(f"\n== trace: {model}, {v['label']} ==", flush=True)
-                subprocess.run([sys.executable, os.path.join(HERE, "trace_summary.py"), path])
+                subprocess.run([sys.executable, os.path.join(HERE, "trace_summary.py"), path, "--spread"])
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(variants=variants, results=results), f, indent=1)

@@ -9,7 +9,12 @@ from the previous one's finish to its own ("crit us/inst"; they add up to the st
 before its first task started to run (event propagation and set-up left on the path).
 Then the launch's span, how busy the blocks were, and the gaps between ops.
 
-    python3 bench/trace_summary.py trace.json [--step N]
+    python3 bench/trace_summary.py trace.json [--step N] [--spread]
+
+--spread adds, per op kind, how each instance's share of the critical path splits: for the task that finished
+last (notified last), the time from the previous instance's finish to its run start (wake: event propagation,
+poll, set-up left after it), its run time and its notify; and over all tasks of the instance, the median and
+slowest wake and run time: a last task that woke late points at the wait, one that ran long at its tile.
 """
 import argparse
 import collections
@@ -26,6 +31,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--step", type=int, default=None, help="only this step of a multi-step launch")
+    ap.add_argument("--spread", action="store_true", help="also where each op's critical path goes (see above)")
     args = ap.parse_args()
     events = [e for e in json.load(open(args.trace))["traceEvents"] if e.get("ph") == "X"]
     if args.step is not None:
@@ -66,8 +72,17 @@ def main():
             key = task_inst.get((e["args"]["step"], e["args"]["task"]))
             if key is not None:
                 done[key] = max(done[key], e["ts"] + e["dur"])
+    notify_end = {}
+    for e in events:
+        if e["cat"] == "notify":
+            notify_end[(e["args"]["step"], e["args"]["task"])] = e["ts"] + e["dur"]
     crit = collections.defaultdict(list)
     lag = collections.defaultdict(list)
+    spread = collections.defaultdict(list)  # op kind -> per instance (last's wake, run, notify; median / max wake, run)
+    runs = collections.defaultdict(list)  # instance -> [(run start, run time, notify end)]
+    for e in tasks:
+        key = (e["args"]["step"], e["args"]["task"])
+        runs[task_inst[key]].append((e["ts"], e["dur"], notify_end.get(key, e["ts"] + e["dur"])))
     by_step = collections.defaultdict(list)
     for key in inst:
         by_step[key[0]].append(key)
@@ -76,6 +91,12 @@ def main():
         for prev, cur in zip(keys, keys[1:]):
             crit[kind(cur[1])].append(done[cur] - done[prev])
             lag[kind(cur[1])].append(max(0.0, inst[cur][0] - done[prev]))
+            r = runs[cur]
+            last = max(r, key=lambda t: t[2])
+            wakes = [t[0] - done[prev] for t in r]
+            durs = [t[1] for t in r]
+            spread[kind(cur[1])].append((last[0] - done[prev], last[1], last[2] - last[0] - last[1],
+                                         statistics.median(wakes), max(wakes), statistics.median(durs), max(durs)))
     by_kind = {c: collections.defaultdict(float) for c in around}  # category -> op kind -> total us
     for e in events:
         if e["cat"] in around:
@@ -93,6 +114,15 @@ def main():
         print(f"{k[:56]:56} {op_of[k]:18} {count[k]:6d} {busy[k]:9.1f} {wait_by_kind[k]:9.1f} "
               f"{by_kind['setup'][k] / count[k]:10.2f} {by_kind['notify'][k] / count[k]:11.2f} "
               f"{statistics.mean(spans[k]):12.2f} {mean0(crit[k]):12.2f} {mean0(lag[k]):6.2f} {len(spans[k]):4d} {statistics.median(mhz[k]) if mhz[k] else 0:6.0f}")
+    if args.spread:
+        print(f"\n{'op kind (us per instance)':56} {'crit':>7} {'last: wake':>11} {'run':>6} {'notify':>7} "
+              f"{'wake p50':>9} {'wake max':>9} {'run p50':>8} {'run max':>8}")
+        for k in order:
+            if not spread[k]:
+                continue
+            cols = [statistics.mean(c) for c in zip(*spread[k])]
+            print(f"{k[:56]:56} {mean0(crit[k]):7.2f} {cols[0]:11.2f} {cols[1]:6.2f} {cols[2]:7.2f} "
+                  f"{cols[3]:9.2f} {cols[4]:9.2f} {cols[5]:8.2f} {cols[6]:8.2f}")
     # Sum over op instances of their spans vs the launch: > 1 means ops overlap, < 1 means gaps between them.
     total_inst = sum(b - a for a, b in inst.values())
     print(f"sum of op-instance spans {total_inst:.1f} us = {total_inst / span:.2f} x the launch span")

@@ -17,6 +17,21 @@ constexpr int kGemvStages = 4;
 constexpr int kGemvMaxUnits = 4;  // 16-byte units per lane and stage
 constexpr int kGemvMaxStageBytes = WEFT_WARP_THREADS * 16 * kGemvMaxUnits;
 constexpr int kGemvRingBytes = WEFT_GEMV_RING_BYTES;
+// Stages of the stream requested before the task's wait; the run requests the rest of the ring once x is staged.
+// The CUDA-core library (batch-1 decode) requests 2, not 3. The task's polls of its event and its x stage queue
+// behind those requests: with every SM requesting at once, an L2 round trip of 0.15-0.2 us took 1.5 us behind
+// 48 KiB per SM (3.0 behind 112 KiB; behind bulk copies about as long, in the memory system instead of the SM's
+// load queue: bench/gemv_micro.cu `queue`). Qwen3-0.6B -2.3 to -3.3% per token, Llama-3.2-1B +0.1 to +1.2% (its
+// large tiles want the third stage in flight), Qwen3-8B unchanged (H200, docs/perf.md round 20). The tensor-core
+// libraries keep 3, and their code as it was (the catch-up loop below exists only where there is one to run).
+#if defined(WEFT_DEVLIB_TENSOR_CORES) && !WEFT_DEVLIB_TENSOR_CORES
+#define WEFT_GEMV_PROLOGUE_STAGES 2
+#else
+#define WEFT_GEMV_PROLOGUE_STAGES 3
+#endif
+constexpr int kGemvPrologueStages = WEFT_GEMV_PROLOGUE_STAGES;
+static_assert(kGemvPrologueStages >= 1 && kGemvPrologueStages <= kGemvStages - 1, "the ring holds them");
+static_assert(kGemvStages == 4, "`WEFT_GEMV_PROLOGUE_STAGES < 3` in gemv_stream_units stands for < kGemvStages - 1");
 constexpr int kGemvStreamRows = 8;  // x rows a streamed tile may have (one accumulator each)
 constexpr int kGemvScratchBytes = WEFT_GEMV_SCRATCH_BYTES;
 static_assert(kGemvRingBytes == WEFT_BLOCK_WARPS * kGemvStages * kGemvMaxStageBytes, "the ring holds every warp's stages");
@@ -91,8 +106,8 @@ struct GemvCursor {
 
 // Copies `rows` rows of `width` elements (16-byte aligned, width a multiple of Vec<T>::N) from src (row stride
 // lds) into shared memory at dst (row stride ldx) with cp.async, every unit in flight at once without registers,
-// then waits for them (and for this thread's weight stages: issued before the task's wait, they have landed or
-// are about to). The caller's barrier publishes the rows to the block.
+// then waits for them (and for this thread's weight stages requested before the task's wait: they have landed
+// or are about to). The caller's barrier publishes the rows to the block.
 template <typename T>
 __device__ __forceinline__ void stage_rows_async(T* dst, i64 ldx, const T* src, i64 lds, i64 width, i64 rows) {
   constexpr int N = Vec<T>::N;
@@ -125,13 +140,13 @@ __device__ __forceinline__ void gemv_prologue_units(const weft_task_args* a, con
                                                     char* smem) {
   char* ring = gemv_ring(smem);
   GemvCursor c;
-  for (int s = 0; s < kGemvStages - 1; ++s) {
+  for (int s = 0; s < kGemvPrologueStages; ++s) {
     gemv_issue<T, U>(ring, s, w, st, a->d[0], c);
     c.next(st.spr);
   }
 }
 
-// Before the task's wait: the first kGemvStages - 1 stages of the CUDA-core stream.
+// Before the task's wait: the first kGemvPrologueStages stages of the CUDA-core stream.
 template <typename T>
 __device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, const T* w, char* smem) {
   const GemvStream st = gemv_stream_plan<T>(a, w);
@@ -151,7 +166,13 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
   const int rows = static_cast<int>(a->row1 - a->row0);
   char* ring = gemv_ring(smem);
   GemvCursor issue, use;
-  for (int s = 0; s < kGemvStages - 1; ++s) issue.next(st.spr);  // the prologue's stages
+  for (int s = 0; s < kGemvPrologueStages; ++s) issue.next(st.spr);  // the prologue's stages
+#if WEFT_GEMV_PROLOGUE_STAGES < 3
+  for (int s = kGemvPrologueStages; s < kGemvStages - 1; ++s) {  // the rest of the ring, now that x is staged
+    gemv_issue<T, U>(ring, s, w, st, k, issue);
+    issue.next(st.spr);
+  }
+#endif
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;

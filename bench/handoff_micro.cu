@@ -1,0 +1,166 @@
+// Microbenchmark of an op boundary with no arithmetic: what it costs every SM of the GPU to hand a decode step's
+// activation row (every block writes a slice; every block then needs the whole row in shared memory) to the next
+// op, by two protocols, in a chain of `iters` such boundaries inside one persistent launch.
+//
+//   counter  the megakernel's (sync.cuh): the slice stored, a block barrier, thread 0 adds 1 to a counter with
+//            release semantics; the consumer's thread 0 polls the counter with acquire loads (backing off as
+//            weft_poll_event does), a block barrier, then every thread loads its part of the row.
+//   tagged   each 32-bit word carries a bf16 value and a 16-bit tag of the boundary that wrote it (NCCL's LL
+//            protocol, narrowed to 16 bits): the producer stores the words with relaxed stores, no barrier or
+//            counter; the consumer's threads load their words and load again until every tag is current, then one
+//            block barrier. The poll and the data are one round trip, and nothing waits for a release.
+//
+// The time per boundary is the launch's time over `iters` (CUDA events, median of several launches).
+//
+// Build and run on the GPU machine (sm_90):
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o handoff_micro bench/handoff_micro.cu && ./handoff_micro
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                                 \
+  do {                                                                                           \
+    cudaError_t e_ = (x);                                                                        \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 ld_relaxed_v4(const unsigned* p) {
+  uint4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// row: `n` bf16 (as u16) values; block b writes [b * per, (b + 1) * per). Each boundary i produces value
+// (sum of the block's view of the previous row's first words + i) so the chain is a true dependency.
+__global__ void __launch_bounds__(kThreads, 1) counter_chain(unsigned short* row, unsigned* counter, int n, int iters,
+                                                             unsigned* sink) {
+  __shared__ unsigned short xs[8192];
+  const int per = (n + gridDim.x - 1) / gridDim.x;
+  unsigned acc = 0;
+  for (int i = 0; i < iters; ++i) {
+    unsigned short* r = row + (i & 1) * n;  // two rows: boundary i writes one while nobody reads it
+    for (int j = threadIdx.x; j < per; j += kThreads) {
+      const int e = blockIdx.x * per + j;
+      if (e < n) r[e] = static_cast<unsigned short>(acc + i + j);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      red_release_add(counter, 1u);
+      const unsigned target = static_cast<unsigned>(gridDim.x) * (i + 1);
+      unsigned ns = 16;
+      while (static_cast<int>(ld_acquire(counter) - target) < 0) {
+        __nanosleep(ns);
+        if (ns < 256) ns *= 2;
+      }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x * 8; e < n; e += kThreads * 8) {
+      // Coherent (not .nc) loads: the acquire before the barrier made the producers' stores visible.
+      *reinterpret_cast<uint4*>(xs + e) = ld_relaxed_v4(reinterpret_cast<const unsigned*>(r + e));
+    }
+    __syncthreads();
+    acc = xs[(i * 7) % n] + xs[n - 1];
+  }
+  if (threadIdx.x == 0) sink[blockIdx.x] = acc;
+}
+
+// The same chain with tagged words: word e of boundary i is (value << 16) | (i & 0xffff).
+__global__ void __launch_bounds__(kThreads, 1) tagged_chain(unsigned* row, int n, int iters, unsigned* sink) {
+  __shared__ unsigned short xs[8192];
+  const int per = (n + gridDim.x - 1) / gridDim.x;
+  unsigned acc = 0;
+  for (int i = 0; i < iters; ++i) {
+    unsigned* r = row + (i & 1) * n;
+    const unsigned tag = static_cast<unsigned>(i) & 0xffffu;
+    for (int j = threadIdx.x; j < per; j += kThreads) {
+      const int e = blockIdx.x * per + j;
+      if (e < n) st_relaxed(r + e, (static_cast<unsigned>(static_cast<unsigned short>(acc + i + j)) << 16) | tag);
+    }
+    // Each thread's 8 words (two 16-byte loads), reloaded until all 8 carry this boundary's tag.
+    for (int e = threadIdx.x * 8; e < n; e += kThreads * 8) {
+      uint4 a, b;
+      for (;;) {
+        a = ld_relaxed_v4(r + e);
+        b = ld_relaxed_v4(r + e + 4);
+        const bool ok = (a.x & 0xffffu) == tag && (a.y & 0xffffu) == tag && (a.z & 0xffffu) == tag &&
+                        (a.w & 0xffffu) == tag && (b.x & 0xffffu) == tag && (b.y & 0xffffu) == tag &&
+                        (b.z & 0xffffu) == tag && (b.w & 0xffffu) == tag;
+        if (ok) break;
+      }
+      const unsigned w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) xs[e + k] = static_cast<unsigned short>(w[k] >> 16);
+    }
+    __syncthreads();
+    acc = xs[(i * 7) % n] + xs[n - 1];
+    __syncthreads();  // xs is rewritten by the next boundary
+  }
+  if (threadIdx.x == 0) sink[blockIdx.x] = acc;
+}
+
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main() {
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n\n| protocol | row (bf16) | blocks | per boundary |\n|---|---|---|---|\n", prop.name, sms);
+  const int iters = 2000;
+  unsigned short* row16;
+  unsigned *row32, *counter, *sink;
+  CHECK(cudaMalloc(&row16, 2 * 8192 * 2));
+  CHECK(cudaMalloc(&row32, 2 * 8192 * 4));
+  CHECK(cudaMalloc(&counter, 4));
+  CHECK(cudaMalloc(&sink, sms * 4));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  for (int n : {1024, 2048, 4096}) {
+    for (int proto = 0; proto < 2; ++proto) {
+      std::vector<float> us;
+      for (int rep = 0; rep < 7; ++rep) {
+        CHECK(cudaMemset(counter, 0, 4));
+        // Tags of 0xffff everywhere: no boundary of the first 65535 matches before it is written.
+        CHECK(cudaMemset(row32, 0xff, 2 * 8192 * 4));
+        CHECK(cudaEventRecord(e0));
+        if (proto == 0) counter_chain<<<sms, kThreads>>>(row16, counter, n, iters, sink);
+        else tagged_chain<<<sms, kThreads>>>(row32, n, iters, sink);
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        float ms;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (rep > 0) us.push_back(ms * 1e3f / iters);
+      }
+      std::printf("| %s | %d | %d | %.3f us |\n", proto == 0 ? "counter (release add, acquire poll, load)" : "tagged words",
+                  n, sms, median(us));
+    }
+  }
+  CHECK(cudaGetLastError());
+  return 0;
+}
