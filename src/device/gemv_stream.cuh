@@ -21,7 +21,7 @@ constexpr int kGemvRingBytes = WEFT_GEMV_RING_BYTES;
 // The CUDA-core library (batch-1 decode) requests 2, not 3. The task's polls of its event and its x stage queue
 // behind those requests: with every SM requesting at once, an L2 round trip of 0.15-0.2 us took 1.5 us behind
 // 48 KiB per SM (3.0 behind 112 KiB; behind bulk copies about as long, in the memory system instead of the SM's
-// load queue: bench/gemv_micro.cu `queue`). Qwen3-0.6B -2.3 to -3.3% per token, Llama-3.2-1B +0.1 to +1.2% (its
+// load queue: bench/gemv_micro.cu `queue`). Qwen3-0.6B -2.3 to -3.3% per token, Llama-3.2-1B +0.1 to +1.4% (its
 // large tiles want the third stage in flight), Qwen3-8B unchanged (H200, docs/perf.md round 20). The tensor-core
 // libraries keep 3, and their code as it was (the catch-up loop below exists only where there is one to run).
 #if defined(WEFT_DEVLIB_TENSOR_CORES) && !WEFT_DEVLIB_TENSOR_CORES
