@@ -18,19 +18,13 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "micro_common.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 constexpr int kThreads = 256, kWarps = kThreads / 32, kStageBytes = 2048, kUnits = 4;
 
@@ -156,6 +150,28 @@ __global__ void __launch_bounds__(kThreads, 1) consume_kernel(const __nv_bfloat1
   if (total == 12345.678f) y[0] = total;  // keeps the repetitions
 }
 
+// A warp's mbarrier (one arrival: lane 0's, with the bytes to expect) and the bulk copies completing on it.
+__device__ __forceinline__ void bar_init(unsigned bar) {
+  asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(bar));
+  asm volatile("fence.mbarrier_init.release.cluster;");
+}
+// [dst, dst + bytes) from src in copies of at most `chunk` bytes, completing on bar (lane 0 only).
+__device__ __forceinline__ void bulk_request(unsigned dst, const char* src, int bytes, int chunk, unsigned bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+  for (int off = 0; off < bytes; off += chunk)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst + off),
+                 "l"(src + off), "r"(min(chunk, bytes - off)), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned bar) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(bar)
+                 : "memory");
+}
+
 // ---- land: P bytes per SM requested at once; t[2 * block + {0,1}] = cycles to issue, cycles to land.
 __global__ void __launch_bounds__(kThreads, 1) land_cp_async(const char* w, int bytes, unsigned long long* t) {
   extern __shared__ __align__(16) char smem[];
@@ -179,28 +195,13 @@ __global__ void __launch_bounds__(kThreads, 1) land_bulk(const char* w, int byte
   __shared__ __align__(8) unsigned long long bar[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, per_warp = bytes / kWarps;
   const unsigned b32 = smem_u32(&bar[warp]);
-  if (lane == 0) {
-    asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(b32));
-    asm volatile("fence.mbarrier_init.release.cluster;");
-  }
+  if (lane == 0) bar_init(b32);
   __syncthreads();
   const char* src = w + static_cast<long long>(blockIdx.x) * bytes + warp * per_warp;
-  const unsigned dst = smem_u32(smem + warp * per_warp);
   const unsigned long long a = cycles();
-  if (lane == 0) {
-    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(b32), "r"(per_warp) : "memory");
-    for (int off = 0; off < per_warp; off += chunk)
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst + off),
-                   "l"(src + off), "r"(min(chunk, per_warp - off)), "r"(b32)
-                   : "memory");
-  }
+  if (lane == 0) bulk_request(smem_u32(smem + warp * per_warp), src, per_warp, chunk, b32);
   const unsigned long long b = cycles();
-  unsigned done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(b32)
-                 : "memory");
+  bar_wait(b32);
   __syncthreads();
   const unsigned long long c = cycles();
   if (threadIdx.x == 0) {
@@ -218,22 +219,14 @@ __global__ void __launch_bounds__(kThreads, 1) queue_kernel(const char* w, int b
   __shared__ __align__(8) unsigned long long bar[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, per_warp = bytes / kWarps;
   const unsigned b32 = smem_u32(&bar[warp]);
-  if (lane == 0) {
-    asm volatile("mbarrier.init.shared.b64 [%0], 1;" ::"r"(b32));
-    asm volatile("fence.mbarrier_init.release.cluster;");
-  }
+  if (lane == 0) bar_init(b32);
   __syncthreads();
   const char* src = w + static_cast<long long>(blockIdx.x) * bytes;
   if (bytes > 0 && !bulk) {
     for (int i = threadIdx.x * 16; i < bytes; i += kThreads * 16) cp_async16(smem_u32(smem + i), src + i);
     commit();
   } else if (bytes > 0 && lane == 0) {
-    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(b32), "r"(per_warp) : "memory");
-    for (int off = 0; off < per_warp; off += 16384)
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                       smem_u32(smem + warp * per_warp + off)),
-                   "l"(src + warp * per_warp + off), "r"(min(16384, per_warp - off)), "r"(b32)
-                   : "memory");
+    bulk_request(smem_u32(smem + warp * per_warp), src + warp * per_warp, per_warp, 16384, b32);
   }
   if (threadIdx.x == 0) {
     unsigned v = 0;
@@ -247,21 +240,10 @@ __global__ void __launch_bounds__(kThreads, 1) queue_kernel(const char* w, int b
     }
   }
   if (bytes > 0 && !bulk) wait_groups<0>();
-  if (bytes > 0 && bulk) {
-    unsigned done = 0;
-    while (!done)
-      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-                   : "=r"(done)
-                   : "r"(b32)
-                   : "memory");
-  }
+  if (bytes > 0 && bulk) bar_wait(b32);
   __syncthreads();
 }
 
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 template <int S>
 static void run_stream(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, int sms, int k, int rpw) {

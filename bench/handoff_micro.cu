@@ -16,19 +16,13 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o handoff_micro bench/handoff_micro.cu && ./handoff_micro
 #include <cuda_runtime.h>
 
+#include "micro_common.cuh"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                                 \
-  do {                                                                                           \
-    cudaError_t e_ = (x);                                                                        \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 constexpr int kThreads = 256;
 
@@ -120,10 +114,6 @@ __global__ void __launch_bounds__(kThreads, 1) tagged_chain(unsigned* row, int n
   if (threadIdx.x == 0) sink[blockIdx.x] = acc;
 }
 
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int main() {
   int sms = 0;
