@@ -163,6 +163,14 @@ __device__ __forceinline__ void bulk_request(unsigned dst, const char* src, int 
                  "l"(src + off), "r"(min(chunk, bytes - off)), "r"(bar)
                  : "memory");
 }
+// The calling warp's mbarrier, initialized by its lane 0; every thread of the block calls it (it has a barrier).
+__device__ __forceinline__ unsigned warp_bar() {
+  __shared__ __align__(8) unsigned long long bar[kWarps];
+  const unsigned b32 = smem_u32(&bar[threadIdx.x / 32]);
+  if (threadIdx.x % 32 == 0) bar_init(b32);
+  __syncthreads();
+  return b32;
+}
 __device__ __forceinline__ void bar_wait(unsigned bar) {
   unsigned done = 0;
   while (!done)
@@ -192,11 +200,8 @@ __global__ void __launch_bounds__(kThreads, 1) land_cp_async(const char* w, int 
 
 __global__ void __launch_bounds__(kThreads, 1) land_bulk(const char* w, int bytes, int chunk, unsigned long long* t) {
   extern __shared__ __align__(16) char smem[];
-  __shared__ __align__(8) unsigned long long bar[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, per_warp = bytes / kWarps;
-  const unsigned b32 = smem_u32(&bar[warp]);
-  if (lane == 0) bar_init(b32);
-  __syncthreads();
+  const unsigned b32 = warp_bar();
   const char* src = w + static_cast<long long>(blockIdx.x) * bytes + warp * per_warp;
   const unsigned long long a = cycles();
   if (lane == 0) bulk_request(smem_u32(smem + warp * per_warp), src, per_warp, chunk, b32);
@@ -216,11 +221,8 @@ __global__ void __launch_bounds__(kThreads, 1) land_bulk(const char* w, int byte
 __global__ void __launch_bounds__(kThreads, 1) queue_kernel(const char* w, int bytes, int bulk, const unsigned* flag,
                                                             unsigned long long* t) {
   extern __shared__ __align__(16) char smem[];
-  __shared__ __align__(8) unsigned long long bar[kWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, per_warp = bytes / kWarps;
-  const unsigned b32 = smem_u32(&bar[warp]);
-  if (lane == 0) bar_init(b32);
-  __syncthreads();
+  const unsigned b32 = warp_bar();
   const char* src = w + static_cast<long long>(blockIdx.x) * bytes;
   if (bytes > 0 && !bulk) {
     for (int i = threadIdx.x * 16; i < bytes; i += kThreads * 16) cp_async16(smem_u32(smem + i), src + i);

@@ -67,15 +67,14 @@ def main():
     task_kind = {(e["args"]["step"], e["args"]["task"]): kind(e["name"]) for e in tasks}
     task_inst = {(e["args"]["step"], e["args"]["task"]): (e["args"]["step"], e["name"]) for e in tasks}
     done = {key: iv[1] for key, iv in inst.items()}  # an instance is done when its last task has notified
+    notify_end = {}  # (step, task) -> end of its notify
     for e in events:
         if e["cat"] == "notify":
-            key = task_inst.get((e["args"]["step"], e["args"]["task"]))
+            task = (e["args"]["step"], e["args"]["task"])
+            notify_end[task] = e["ts"] + e["dur"]
+            key = task_inst.get(task)
             if key is not None:
-                done[key] = max(done[key], e["ts"] + e["dur"])
-    notify_end = {}
-    for e in events:
-        if e["cat"] == "notify":
-            notify_end[(e["args"]["step"], e["args"]["task"])] = e["ts"] + e["dur"]
+                done[key] = max(done[key], notify_end[task])
     crit = collections.defaultdict(list)
     lag = collections.defaultdict(list)
     spread = collections.defaultdict(list)  # op kind -> per instance (last's wake, run, notify; median / max wake, run)
