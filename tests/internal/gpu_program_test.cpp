@@ -210,6 +210,40 @@ TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
   }
 }
 
+// attention's shared-memory path (attention_smem.cuh) in both 16-bit dtypes (f16 is otherwise untested there):
+// head_dim 64 and 128, groups of 1, 2, 4, 8, 16 and 32 q heads (one to four passes of 8), the plain op and the fused
+// one. Positions up to 299: from one timestep to more than eight warps' worth; three seeds, three launches each.
+TEST(GpuOps, HalfPrecisionAttentionMatchesTheReference) {
+  WEFT_REQUIRE_GPU();
+  const auto input = TensorKind::input, state = TensorKind::state, weight = TensorKind::weight;
+  const DType i32 = DType::i32;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    std::vector<OneOp> specs;
+    for (const auto& [hq, hkv, hd] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {8, 8, 128}, {16, 8, 128}, {32, 8, 64}, {16, 2, 64}, {32, 2, 128}, {32, 1, 64}}) {
+      specs.push_back({"attention_decode", {{"num_q_heads", hq}, {"num_kv_heads", hkv}, {"head_dim", hd}},
+                       {{3, hq * hd}, {3, hkv * hd}, {3, hkv * hd}, {3, 300, hkv, hd}, {3, 300, hkv, hd}, {3}},
+                       {dt, dt, dt, dt, dt, i32}, {input, input, input, state, state, input}});
+    }
+    specs.push_back({"attention_decode_qkv", {{"num_q_heads", 16}, {"num_kv_heads", 8}, {"head_dim", 128}, {"eps", 1e-6}},
+                     {{3, 32 * 128}, {3, 300, 8, 128}, {3, 300, 8, 128}, {3}, {128}, {128}},
+                     {dt, dt, dt, i32, dt, dt}, {input, state, state, input, weight, weight}});
+    specs.push_back({"attention_decode_qkv", {{"num_q_heads", 32}, {"num_kv_heads", 8}, {"head_dim", 64}},
+                     {{3, 48 * 64}, {3, 300, 8, 64}, {3, 300, 8, 64}, {3}}, {dt, dt, dt, i32}, {input, state, state, input}});
+    for (const OneOp& spec : specs) {
+      for (uint32_t seed : {1u, 2u, 3u}) {
+        try {
+          const auto problems =
+              compare_with_reference(one_op_graph(spec, dt), {}, GpuCompareOptions{0, 0, seed, 300, 3, nullptr});
+          EXPECT_TRUE(problems.empty()) << spec.op << " " << dtype_name(dt) << " seed " << seed << joined(problems);
+        } catch (const Error& e) {
+          ADD_FAILURE() << spec.op << " " << dtype_name(dt) << " seed " << seed << ": " << e.what();
+        }
+      }
+    }
+  }
+}
+
 // One-row tiles (batch-1 decode) against the reference, in every dtype: rmsnorm_linear rows normalized with x in
 // registers and the norm weight copied beside them (K 1024, 2048, 4096: up to two 16-byte vectors per thread,
 // rmsnorm_row_weight_async) and by norm_row (K 8192); tiles (132 SMs) of 25 rows with bias and residual, of 2 rows
