@@ -6,6 +6,8 @@
 #include <limits>
 #include <random>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "core/error.hpp"
 #include "gpu_test_util.hpp"
