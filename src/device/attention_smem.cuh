@@ -339,40 +339,50 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   return true;
 }
 
-// Runs f.template run<D, G>(s) for the plan's head_dim (32 D) and the largest G of 8, 4, 2, 1 that divides its
-// group: the instances of the shared-memory path. Functors with forced-inline members, not lambdas: a lambda
-// the compiler chose not to inline took the whole path out of line, through the stack (ptxas: the task loop's
-// stack 744 -> 3064 bytes).
-template <int D, typename F>
-__device__ __forceinline__ bool attn_smem_by_group(const AttnSmemPlan& s, const F& f) {
-  if (s.group % 8 == 0) return f.template run<D, 8>(s);
-  if (s.group % 4 == 0) return f.template run<D, 4>(s);
-  if (s.group % 2 == 0) return f.template run<D, 2>(s);
-  return f.template run<D, 1>(s);
+// The shared-memory path's instances: I::run<T, D, G>(a, env, smem) for head_dim 32 D and the largest G of 8, 4, 2,
+// 1 that divides the group, each an out-of-line function that sets itself up from the task's arguments and returns
+// false when the tile does not fit the path (having written nothing; the caller then runs the general path).
+// Out of line, not inlined into one function per op: with all eight instances and the general path in it,
+// attention_decode_qkv_impl<bf16> was ~22,000 SASS instructions; as functions of their own (~2,500-3,700 each)
+// behind a dispatcher that keeps only its three pointers across the call, Qwen3-0.6B ran ~1% faster (H100;
+// docs/perf.md, round 23). Whoever changes these paths: check the SASS still holds each instance's phases
+// (MUFU.EX2, SHFL) — under attn_smem_assume_shared's assumptions NVVM has dropped whole paths (round 23).
+template <typename T, int D, typename I>
+__device__ __forceinline__ bool attn_smem_by_group(int group, const weft_task_args* a, const weft_env* env,
+                                                   char* smem) {
+  if (group % 8 == 0) return I::template run<T, D, 8>(a, env, smem);
+  if (group % 4 == 0) return I::template run<T, D, 4>(a, env, smem);
+  if (group % 2 == 0) return I::template run<T, D, 2>(a, env, smem);
+  return I::template run<T, D, 1>(a, env, smem);
 }
 
-// After the wait: the shared-memory path of a tile through functor f (its phase 0 and attn_smem_attend), or
-// false when the tile does not fit it (the caller runs the general path).
-template <typename T, typename F>
-__device__ __forceinline__ bool attn_smem_run(const weft_task_args* a, const AttnIo<T>& io, char* smem, const F& f) {
+// After the wait: the shared-memory path of a tile (instance I::run, see attn_smem_by_group), or false when the tile
+// does not fit it. Picks the instance from the sizes alone; the instance's attn_smem_plan checks the rest.
+template <typename T, typename I>
+__device__ __forceinline__ bool attn_smem_run(const weft_task_args* a, const weft_env* env, char* smem) {
   if constexpr (sizeof(T) != 2) {
     return false;
   } else {
-    const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
-    if (!s.ok) return false;
-    return s.hd == 64 ? attn_smem_by_group<2>(s, f) : attn_smem_by_group<4>(s, f);
+    const i64 hq = a->d[0], hkv = a->d[1], hd = a->d[2];
+    if (hq <= 0 || hkv <= 0 || hq > 4096 || (hd != 64 && hd != 128)) return false;
+    const int group = static_cast<int>(hq) / static_cast<int>(hkv);  // 32-bit: see attn_smem_plan
+    if (group < 1) return false;
+    return hd == 64 ? attn_smem_by_group<T, 2, I>(group, a, env, smem) : attn_smem_by_group<T, 4, I>(group, a, env, smem);
   }
 }
 
-// attention_decode's functor for attn_smem_run.
-template <typename T>
-struct AttnSmemFast {
-  const weft_task_args* a;
-  const AttnIo<T>& io;
-  char* smem;
-  template <int D, int G>
-  __device__ __forceinline__ bool run(const AttnSmemPlan& s) const {
-    return attention_smem_fast<T, D, G>(a, io, smem, s);
+// attention_decode's instance of the shared-memory path (attention_smem_fast), set up from its arguments.
+template <typename T, int D, int G>
+__device__ __noinline__ bool attention_smem_fast_instance(const weft_task_args* a, const weft_env* env, char* smem) {
+  const AttnIo<T> io = attn_io_plain<T>(a, env);
+  const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
+  if (!s.ok || s.hd != 32 * D || s.group % G != 0) return false;
+  return attention_smem_fast<T, D, G>(a, io, smem, s);
+}
+struct AttnSmemFastInstance {
+  template <typename T, int D, int G>
+  __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
+    return attention_smem_fast_instance<T, D, G>(a, env, smem);
   }
 };
 

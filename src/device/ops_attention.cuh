@@ -385,12 +385,17 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
   }
 }
 
-// Out of line, as attention_decode_qkv_impl (ops_attention_qkv.cuh) says why.
+template <typename T>
+__device__ __noinline__ void attention_decode_general(const weft_task_args* a, const weft_env* env, char* smem) {
+  attention_general<T>(a, env, attn_io_plain<T>(a, env), smem);
+}
+
+// Out of line, as attention_decode_qkv_impl (ops_attention_qkv.cuh) says why; a dispatcher, as it is.
 template <typename T>
 __device__ __noinline__ void attention_decode_impl(const weft_task_args* a, const weft_env* env, char* smem) {
-  const AttnIo<T> io = attn_io_plain<T>(a, env);
-  if (attn_smem_run<T>(a, io, smem, AttnSmemFast<T>{a, io, smem})) return;  // short contexts (prefetch_op started the copies)
-  attention_general<T>(a, env, io, smem);
+  // Short contexts (prefetch_op started the copies).
+  if (attn_smem_run<T, AttnSmemFastInstance>(a, env, smem)) return;
+  attention_decode_general<T>(a, env, smem);
 }
 
 }  // namespace weft_dev

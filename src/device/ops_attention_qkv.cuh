@@ -249,36 +249,45 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   return true;
 }
 
-// The fused path's functor for attn_smem_run (attention_smem.cuh).
-template <typename T>
-struct AttnQkvSmem {
-  const weft_task_args* a;
-  const weft_env* env;
-  const QkvStage<T>& st;
-  const AttnIo<T>& io;
-  char* smem;
-  template <int D, int G>
-  __device__ __forceinline__ bool run(const AttnSmemPlan& s) const {
-    return attention_qkv_smem<T, D, G>(a, env, st, io, s, smem);
+// attention_decode_qkv's instance of the shared-memory path (attention_qkv_smem), set up from its arguments.
+template <typename T, int D, int G>
+__device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a, const weft_env* env, char* smem) {
+  const QkvStage<T> st = qkv_stage<T>(a, smem);
+  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
+  if (!s.ok || s.hd != 32 * D || s.group % G != 0) return false;
+  return attention_qkv_smem<T, D, G>(a, env, st, io, s, smem);
+}
+struct AttnQkvSmemInstance {
+  template <typename T, int D, int G>
+  __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
+    return attention_qkv_smem_instance<T, D, G>(a, env, smem);
   }
 };
+
+// Long contexts, f32, other head sizes: q, k and v staged in shared memory for the general path.
+template <typename T>
+__device__ __noinline__ void attention_decode_qkv_general(const weft_task_args* a, const weft_env* env, char* smem) {
+  const QkvStage<T> st = qkv_stage<T>(a, smem);
+  AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  qkv_stage_inputs<T>(a, env, st);
+  io.pos_staged = st.pos_used;  // the position the staging used: no second read of positions
+  attention_general<T>(a, env, io, smem);
+}
 
 // Out of line, with pointers for its only operands: inlined into the task loop, the fused path moved the loop's
 // register allocation (ptxas: stack 744 -> 864-872 bytes, spill loads 604 -> 1300) and every task's set-up paid
 // 0.3-0.4 us for it. Called, it costs this task ~0.6 us, and the loop, holding no attention code at all (this, the
 // plain op and both prologues), keeps less (544 bytes) and sets every task up faster (docs/perf.md, round 13).
-// (Operands passed by reference would go through the stack: round 5 measured ~1.8 us for that.)
+// A dispatcher to the shared-memory path's instances (attn_smem_by_group says why they are functions of their
+// own) and the general path: it keeps only its three pointers across those calls, so the second call level saves
+// and restores few registers.
 template <typename T>
 __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
     return;
-  const QkvStage<T> st = qkv_stage<T>(a, smem);
-  AttnIo<T> io = attn_io_qkv<T>(a, env, st);
-  if (attn_smem_run<T>(a, io, smem, AttnQkvSmem<T>{a, env, st, io, smem})) return;
-  // Long contexts, f32, other head sizes: q, k and v staged in shared memory for the general path.
-  qkv_stage_inputs<T>(a, env, st);
-  io.pos_staged = st.pos_used;  // the position the staging used: no second read of positions
-  attention_general<T>(a, env, io, smem);
+  if (attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
+  attention_decode_qkv_general<T>(a, env, smem);
 }
 
 }  // namespace weft_dev
