@@ -104,6 +104,16 @@ static inline WEFT_HOST_DEVICE long long weft_mma_split_parts(long long smem, lo
 // part to arrive reads one candidate per thread.
 #define WEFT_ARGMAX_MAX_SPLIT 256
 
+// ATTENTION_DECODE_QKV may be split over its timesteps (task_abi.h): at most this many parts, a power of two (the
+// last part merges one entry per part, unrolled).
+#define WEFT_ATTN_MAX_SPLIT 8
+
+// The shared-memory attention path's plan (attention_smem.cuh, attn_smem_plan): bytes it takes whatever the
+// timesteps (besides the op's staging), and bytes per timestep. Lowering splits a tile only where the cache holds
+// more timesteps than fit.
+#define WEFT_ATTN_SMEM_FIXED(hd, group) (16 + (group) * (hd) * 4 * (1 + WEFT_BLOCK_WARPS) + (group) * 12)
+#define WEFT_ATTN_SMEM_PER_STEP(hd, group, esize) (2 * (hd) * (esize) + (group) * 4)
+
 // d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
 // has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole
 // rows", so C = col1. Lowering only needs to fill it for tiles that cut rows.

@@ -182,6 +182,15 @@ struct weft_queues {
 //                   k_norm weight or -1. d0=Hq, d1=Hkv, d2=hd, d3=S, d4=original_max_position, d5..d8 = bits of
 //                   the doubles theta, factor, low_freq_factor, high_freq_factor. f0=scale, f1=eps. i0=positions
 //                   dtype, i1=rope scaling, i2=rope style. Tile: one row x one kv head's q heads.
+//                   Split over the timesteps (split-KV; d9 = P >= 2 parts, a power of two <= WEFT_ATTN_MAX_SPLIT;
+//                   0 otherwise; bf16 / f16, hd 64 or 128): P tasks share the tile, task d10 = p attending over
+//                   timesteps [p n, min((p + 1) n, pos + 1)), n = ceil((pos + 1) / P); the part holding pos
+//                   writes the new k / v row into the caches. Each non-empty part writes its entry of the tile's
+//                   block (d11: P entries of 2 group hd f32 words: its normalized output [group][hd], then
+//                   its max [group] and exp-sum [group]) and every part adds 1 to the tile's arrival counter
+//                   (d12, u32); the part that brings it to a multiple of P merges the entries and stores the tile. Where n timesteps do not fit the shared-memory path (or the position is
+//                   bad), part 0 runs the whole tile unsplit and the others nothing. Events count P per launch.
+//                   Scratch as for LINEAR's split.
 //  CONCAT           in: up to 6 inputs, each [outer, A_j, inner]. d0=outer, d1=inner, d2..d7 = A_j (0 unused),
 //                   i0=number of inputs.
 enum weft_dev_op {

@@ -193,7 +193,7 @@ void place_split_scratch(const Graph& g, TaskGraph& tg) {
     }
   }
   if (next > kMaxScratchWords)
-    fail(Status::unsupported, "the split linears need " + std::to_string(next) + " words of scratch; at most " +
+    fail(Status::unsupported, "the split tiles need " + std::to_string(next) + " words of scratch; at most " +
                                   std::to_string(kMaxScratchWords) + " fit");
   tg.scratch_words = next;
 }
@@ -354,11 +354,12 @@ void finalize_events(TaskGraph& tg) {
   tg.tile_event_base.clear();
 }
 
-TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide) {
-  TaskGraph base = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_BASE});
+TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
+                           int32_t attention_split) {
+  TaskGraph base = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_BASE, attention_split});
   wide = false;
   if (sm < WEFT_SMEM_WIDE_MIN_SM || !may_use_tensor_core_tiles(base)) return base;
-  TaskGraph w = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_WIDE});
+  TaskGraph w = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_WIDE, attention_split});
   // The wide size only changes grids by allowing more rows per tensor-core tile (fewer row blocks, or a linear
   // that had too many for the streamed path taking it), and chunked tiles by allowing longer chunks.
   bool better = mma_x_chunks(w, WEFT_SMEM_BYTES_WIDE) < mma_x_chunks(base, WEFT_SMEM_BYTES_BASE);

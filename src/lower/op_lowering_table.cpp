@@ -325,6 +325,35 @@ std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Regio
     default: return {};  // the caches: written by this op itself
   }
 }
+// attention_decode_qkv split over its timesteps (split-KV, task_abi.h). A layer's attention is one task per kv head,
+// whose shared-memory path holds a few hundred timesteps (attn_smem_plan); a longer cache went to the general path,
+// which walks it in chunks from memory. Split into P parts, a tile's timesteps go to as few parts as fit that path
+// (the device decides per step, attn_part_of): at most WEFT_ATTN_MAX_SPLIT, the tiles times P within the SMs. Each
+// part costs about a whole short tile's time (docs/perf.md round 24), so a cache that fits unsplit is not split.
+int64_t attention_parts(const LowerCtx& c, int64_t tiles) {
+  const int64_t hd = c.attr_int("head_dim"), group = c.attr_int("num_q_heads") / c.attr_int("num_kv_heads");
+  const int64_t s_dim = c.in_shape(1)[1];
+  const DType dt = c.out_dtype();
+  if ((dt != DType::bf16 && dt != DType::f16) || (hd != 64 && hd != 128)) return 1;
+  // Timesteps the path holds in the smaller shared memory (a kernel may get the wider one, then fewer parts work).
+  const int64_t cap = (WEFT_SMEM_BYTES_BASE - WEFT_ATTN_SMEM_FIXED(hd, group) - WEFT_QKV_STAGE_BYTES(hd, group, int64_t{2})) /
+                      WEFT_ATTN_SMEM_PER_STEP(hd, group, int64_t{2});
+  const int64_t most = std::min<int64_t>(c.options().attention_split, WEFT_ATTN_MAX_SPLIT);
+  int64_t p = 1;
+  while (cap > 0 && ceil_div(s_dim, p) > cap && p * 2 <= most && tiles * p * 2 <= c.spread_sms()) p *= 2;
+  return p;
+}
+TileGrid attention_qkv_grid(const LowerCtx& c) {
+  TileGrid g = attention_grid(c);
+  g.k_parts = attention_parts(c, g.count());
+  return g;
+}
+void attention_qkv_split_args(weft_task_args& a, int64_t parts, int64_t part, int64_t block_word, int64_t counter_word) {
+  a.d[9] = parts;
+  a.d[10] = part;
+  a.d[11] = block_word;
+  a.d[12] = counter_word;
+}
 void attention_qkv_args(const LowerCtx& c, weft_task_args& a) {
   attention_common_args(c, a, 1, 3);
   const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
@@ -463,7 +492,8 @@ const OpLowering kTable[] = {
     {"silu_mul", WEFT_DEV_OP_SILU_MUL, elementwise_grid, silu_mul_reads, silu_mul_args},
     {"rope", WEFT_DEV_OP_ROPE, rope_grid, rope_reads, rope_args},
     {"attention_decode", WEFT_DEV_OP_ATTENTION_DECODE, attention_grid, attention_reads, attention_args, true},
-    {"attention_decode_qkv", WEFT_DEV_OP_ATTENTION_DECODE_QKV, attention_grid, attention_qkv_reads, attention_qkv_args, true},
+    {"attention_decode_qkv", WEFT_DEV_OP_ATTENTION_DECODE_QKV, attention_qkv_grid, attention_qkv_reads, attention_qkv_args, true,
+     attention_qkv_split_args, nullptr, 2},
     {"softmax", WEFT_DEV_OP_SOFTMAX, rowwise_grid, same_rows, no_args},
     {"argmax", WEFT_DEV_OP_ARGMAX, argmax_grid, argmax_reads, argmax_args, false, argmax_split_args, argmax_split_reads, 2},
     {"reduce", WEFT_DEV_OP_REDUCE, single_task_grid, whole_input, reduce_args},

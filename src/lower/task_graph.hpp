@@ -115,6 +115,8 @@ struct LowerOptions {
   // The kernel's dynamic shared memory (WEFT_SMEM_BYTES_BASE or _WIDE, see lower_for_device): how many x rows a
   // tensor-core tile may have.
   int32_t mma_smem_bytes = WEFT_SMEM_BYTES_BASE;
+  // The most parts an attention_decode_qkv tile is split into over its timesteps (1: none; op_lowering_table.cpp).
+  int32_t attention_split = WEFT_ATTN_MAX_SPLIT;
 };
 
 // Cuts every op of `g` into tasks for the concrete symbol values `symbols`, with an event for every tile and
@@ -126,7 +128,8 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
 // wide one (WEFT_SMEM_BYTES_WIDE, `wide` set) where the arch has it and it gives some tensor-core op more rows
 // per tile — fewer row blocks, each weight streamed fewer times — or fewer x chunks (mma_x_chunks). Where it
 // changes neither the base size is kept: its larger L1 holds the task loop's spills.
-TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide);
+TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
+                           int32_t attention_split = WEFT_ATTN_MAX_SPLIT);
 
 // After every wait is known (lowering + memory plan): drops events nobody waits on, renumbers, and sets each
 // task's notifies (its row-block event and its tile event, where kept).

@@ -116,6 +116,19 @@ SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given) {
   return given;
 }
 
+// The most parts an attention tile is split into over its timesteps: $WEFT_ATTENTION_SPLIT (1: none; for
+// measurements), else the device's limit. Part of the cache key.
+static int32_t attention_split_limit() {
+  const char* env = std::getenv("WEFT_ATTENTION_SPLIT");
+  if (env == nullptr || *env == '\0') return WEFT_ATTN_MAX_SPLIT;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 1 || v > WEFT_ATTN_MAX_SPLIT)
+    fail(Status::invalid_argument, "WEFT_ATTENTION_SPLIT='" + std::string(env) + "': expected a whole number from 1 to " +
+                                       std::to_string(WEFT_ATTN_MAX_SPLIT));
+  return static_cast<int32_t>(v);
+}
+
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache) {
   const auto start = std::chrono::steady_clock::now();
   g.validate();
@@ -126,10 +139,12 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   // Everything that changes the code or the tables is in the key (the device library variant and the shared
   // memory below are decided by lowering, a function of what the key holds).
   const int32_t sm = arch_sm(request.arch);
+  const int32_t attention_split = attention_split_limit();
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
                                    ";smem=" + std::to_string(WEFT_SMEM_BYTES_BASE) + "/" +
                                    std::to_string(sm >= WEFT_SMEM_WIDE_MIN_SM ? WEFT_SMEM_BYTES_WIDE : 0) +
                                    ";lineinfo=" + (copts.line_info ? "1" : "0") +
+                                   ";attn_split=" + std::to_string(attention_split) +
                                    ";codegen=" + codegen_version();
   const cache::CacheKey key = cache::make_key(cache::KeyParts{graph_hash(g), specialization_text(values), request.arch,
                                                               options_text, kVersionString, nvrtc_version(),
@@ -145,7 +160,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   }
 
   bool wide = false;
-  TaskGraph tg = lower_for_device(g, values, sms, sm, wide);
+  TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split);
   const MemoryPlan plan = plan_memory(g, tg);
   finalize_events(tg);
   const Schedule schedule = schedule_static(tg, sms);

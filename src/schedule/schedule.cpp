@@ -1,6 +1,8 @@
 #include "schedule/schedule.hpp"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -18,7 +20,17 @@ Schedule schedule_static(const TaskGraph& tg, int32_t num_queues) {
   s.queues.resize(static_cast<size_t>(num_queues));
   std::vector<double> queue_free(static_cast<size_t>(num_queues), 0.0);
   std::vector<double> event_done(tg.events.size(), 0.0);  // estimated time each event reaches its target
-  for (size_t i = 0; i < tg.tasks.size(); ++i) {
+  // Tasks in table order (topological), except that a split attention node's tasks go part by part: at short
+  // contexts part 0 of each tile runs the tile whole (device attn_part_of) and must take the free queues its
+  // producer left (lowering's reserved SMs), not land behind a producer tile with its K/V copy on the critical path.
+  std::vector<size_t> order(tg.tasks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto key = [&](size_t i) {
+    const Task& t = tg.tasks[i];
+    return std::pair<int32_t, int32_t>{t.node, t.dev_op == WEFT_DEV_OP_ATTENTION_DECODE_QKV ? t.part : 0};
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+  for (const size_t i : order) {
     const Task& t = tg.tasks[i];
     double ready = 0;
     for (const TaskWait& w : t.waits) ready = std::max(ready, event_done[static_cast<size_t>(w.event)]);

@@ -64,18 +64,30 @@ TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num
 }
 
 namespace {
-// A task split over parts (LINEAR over K, ARGMAX over columns: task_abi.h), whose d4 / d5 lie in scratch.
+// Where a split task (LINEAR over K, ARGMAX over columns, ATTENTION_DECODE_QKV over timesteps: task_abi.h) keeps its
+// part count, its part, and its block and arrival counter in scratch (d[] indices; -1: the op never splits).
+struct SplitFields {
+  int parts = -1, part = -1, block = -1, counter = -1;
+};
+SplitFields split_fields(int op) {
+  if (op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_ARGMAX) return {2, 3, 4, 5};
+  if (op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) return {9, 10, 11, 12};
+  return {};
+}
 bool split_task(const weft_task& d) {
-  return (d.op == WEFT_DEV_OP_LINEAR || d.op == WEFT_DEV_OP_ARGMAX) && d.args.d[2] > 1;
+  const SplitFields f = split_fields(d.op);
+  return f.parts >= 0 && d.args.d[f.parts] > 1;
 }
 }  // namespace
 
 std::vector<weft_task> relocate_scratch(const TaskTables& t, uint64_t scratch_address) {
   std::vector<weft_task> tasks = t.tasks;
   for (weft_task& d : tasks)
-    if (split_task(d))
-      for (const int field : {4, 5})
+    if (split_task(d)) {
+      const SplitFields f = split_fields(d.op);
+      for (const int field : {f.block, f.counter})
         d.args.d[field] = static_cast<long long>(scratch_address + static_cast<uint64_t>(d.args.d[field]) * sizeof(uint32_t));
+    }
   return tasks;
 }
 
@@ -123,15 +135,18 @@ TaskTables parse_task_tables(const std::string& blob) {
     if (d.clip != -1 && (!in(d.clip & 0xff, 0, WEFT_MAX_SYMBOLS - 1) || !in(d.clip >> 8, 0, 1) || d.clip_unit < 1))
       fail(Status::cache, "task tables: a task is masked by a symbol the kernel does not receive");
     // A split task writes its entry of the tile's block and the tile's arrival counter in scratch: a linear split
-    // over K a block [parts][rows][cols] of f32, an argmax split over columns [parts] pairs of words for its row.
+    // over K a block [parts][rows][cols] of f32, an argmax split over columns [parts] pairs of words for its row,
+    // an attention split over timesteps [parts][2 * cols] words for its row (cols = its q heads times head_dim).
     const weft_task_args& a = d.args;
     if (split_task(d)) {
-      const bool linear = d.op == WEFT_DEV_OP_LINEAR;
-      const int64_t rows = a.row1 - a.row0, cols = linear ? a.col1 - a.col0 : 2;
-      const bool fits = a.d[2] <= (linear ? WEFT_MMA_MAX_SPLIT : WEFT_ARGMAX_MAX_SPLIT) && in(a.d[3], 0, a.d[2] - 1) &&
-                        in(rows, 1, linear ? WEFT_MMA_MAX_ROWS : 1) && in(cols, 1, t.scratch_words) &&
-                        in(a.d[4], 0, t.scratch_words) && in(a.d[2] * rows * cols, 0, t.scratch_words - a.d[4]) &&
-                        in(a.d[5], 0, t.scratch_words - 1);
+      const SplitFields f = split_fields(d.op);
+      const bool linear = d.op == WEFT_DEV_OP_LINEAR, argmax = d.op == WEFT_DEV_OP_ARGMAX;
+      const int64_t rows = a.row1 - a.row0, cols = linear ? a.col1 - a.col0 : argmax ? 2 : 2 * (a.col1 - a.col0);
+      const int64_t most = linear ? WEFT_MMA_MAX_SPLIT : argmax ? WEFT_ARGMAX_MAX_SPLIT : WEFT_ATTN_MAX_SPLIT;
+      const int64_t parts = a.d[f.parts], block = a.d[f.block];
+      const bool fits = parts <= most && in(a.d[f.part], 0, parts - 1) && in(rows, 1, linear ? WEFT_MMA_MAX_ROWS : 1) &&
+                        in(cols, 1, t.scratch_words) && in(block, 0, t.scratch_words) &&
+                        in(parts * rows * cols, 0, t.scratch_words - block) && in(a.d[f.counter], 0, t.scratch_words - 1);
       if (!fits) fail(Status::cache, "task tables: a split task's scratch lies outside the scratch words");
     }
   }

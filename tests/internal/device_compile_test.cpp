@@ -319,6 +319,48 @@ TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
   fs::remove_all(tmpl);
 }
 
+// $WEFT_ATTENTION_SPLIT caps the parts of a split attention tile: it changes the tables, so it enters the cache
+// key (the same graph compiles again under another value, and hits under its own); a value outside 1..8 is an
+// invalid_argument naming the variable and the range, before anything compiles.
+TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
+  ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
+  char tmpl[] = "/tmp/weft-attn-split-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  {
+    cache::Options o;
+    o.dir = fs::path(tmpl) / "cache";
+    cache::KernelCache kc(o);
+    const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
+    CompileRequest req;
+    req.symbols = SymbolValues(g.symbols().size(), 1);
+    std::string first_key;
+    {
+      ScopedEnv split("WEFT_ATTENTION_SPLIT", nullptr);
+      const CompileResult r = compile_graph(g, req, &kc);
+      first_key = r.key_hex;
+    }
+    const std::string one = "1";
+    ScopedEnv split("WEFT_ATTENTION_SPLIT", &one);
+    const CompileResult r = compile_graph(g, req, &kc);
+    EXPECT_FALSE(r.cache_hit);
+    EXPECT_NE(r.key_hex, first_key);
+    EXPECT_TRUE(compile_graph(g, req, &kc).cache_hit);
+    for (const std::string bad : {"0", "9", "x", "2x"}) {
+      ScopedEnv b("WEFT_ATTENTION_SPLIT", &bad);
+      try {
+        compile_graph(g, req, &kc);
+        ADD_FAILURE() << bad << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), Status::invalid_argument) << bad;
+        EXPECT_NE(std::string(e.what()).find("WEFT_ATTENTION_SPLIT='" + bad + "': expected a whole number from 1 to 8"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+  }
+  fs::remove_all(tmpl);
+}
+
 // $WEFT_DEVICE_LIBRARY_DIR: the kernel links the folder's cubin instead of the embedded one, a missing one is an
 // io error naming the file, and the folder's bytes enter the library version (so the cache keys).
 TEST(DeviceCompile, LibraryOverrideReplacesTheEmbeddedLibrary) {

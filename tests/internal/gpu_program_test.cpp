@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "lower/task_graph.hpp"
 #include "gpu_test_util.hpp"
 #include "shape_util.hpp"
 #include "test_models.hpp"
@@ -242,6 +243,40 @@ TEST(GpuOps, HalfPrecisionAttentionMatchesTheReference) {
           ADD_FAILURE() << spec.op << " " << dtype_name(dt) << " seed " << seed << ": " << e.what();
         }
       }
+    }
+  }
+}
+
+// Split-KV attention (ATTENTION_DECODE_QKV over its timesteps, task_abi.h) against the reference at batch 1: a
+// cache of 4096 rows gives each kv head 8 parts, and each step uses as few as fit the shared-memory path (Qwen3's
+// heads: ~290 timesteps per part, Llama's: ~560). Positions below 64 run whole in part 0 (the others idle);
+// below 1000 in 1, 2 or 4 parts (empty parts arrive too, and the last to arrive merges); below 4096 also in 8
+// parts, and (Qwen3's heads past ~2350) whole in part 0 on the general path. Qwen3-0.6B's heads (q and k norms,
+// group 2, head_dim 128) and Llama-3.2-1B's (group 4, head_dim 64), three launches per case (the caches carry over).
+TEST(GpuOps, SplitAttentionMatchesTheReference) {
+  WEFT_REQUIRE_GPU();
+  const auto input = TensorKind::input, state = TensorKind::state, weight = TensorKind::weight;
+  const DType i32 = DType::i32;
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const std::vector<OneOp> specs = {
+        {"attention_decode_qkv", {{"num_q_heads", 16}, {"num_kv_heads", 8}, {"head_dim", 128}, {"eps", 1e-6}},
+         {{1, 32 * 128}, {1, 4096, 8, 128}, {1, 4096, 8, 128}, {1}, {128}, {128}},
+         {dt, dt, dt, i32, dt, dt}, {input, state, state, input, weight, weight}},
+        {"attention_decode_qkv", {{"num_q_heads", 32}, {"num_kv_heads", 8}, {"head_dim", 64}},
+         {{1, 48 * 64}, {1, 4096, 8, 64}, {1, 4096, 8, 64}, {1}}, {dt, dt, dt, i32}, {input, state, state, input}}};
+    for (const OneOp& spec : specs) {
+      const Graph g = one_op_graph(spec, dt);
+      const TaskGraph tg = lower(g, {}, LowerOptions{132});
+      ASSERT_EQ(tg.grids[0].k_parts, 8) << "the test's tiles are not split";
+      for (const int64_t most : {64, 1000, 4096})
+        for (uint32_t seed : {1u, 2u, 3u}) {
+          try {
+            const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, seed, most, 3, nullptr});
+            EXPECT_TRUE(problems.empty()) << dtype_name(dt) << " positions < " << most << " seed " << seed << joined(problems);
+          } catch (const Error& e) {
+            ADD_FAILURE() << dtype_name(dt) << " positions < " << most << " seed " << seed << ": " << e.what();
+          }
+        }
     }
   }
 }

@@ -2,7 +2,9 @@
 // verified under random interleavings at 1, 7, 132 and 148 SMs, and broken task graphs that must be caught.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "device/config.cuh"
@@ -12,6 +14,7 @@
 #include "schedule/memory_plan.hpp"
 #include "schedule/schedule.hpp"
 #include "schedule/simulator.hpp"
+#include "schedule/task_tables.hpp"
 
 namespace weft::test {
 namespace {
@@ -67,8 +70,10 @@ TEST(Lowering, FineGrainedWaits) {
 }
 
 // The attention tasks copy their K/V rows before their wait: the qkv projection's tiles leave them SMs of their
-// own, and the schedule puts every attention task on a queue without a qkv tile of the same layer (else the
-// copy starts only when that tile is done, on the critical path of the layer).
+// own, and the schedule puts every attention tile's first part on a queue without a qkv tile of the same layer
+// (else the copy starts only when that tile is done, on the critical path of the layer). The test shapes' caches
+// (4096 timesteps) are longer than the shared-memory path holds unsplit (~290 for Qwen3's heads, ~560 for Llama's):
+// their tiles have 8 parts (split-KV), of which part 0 runs a short context whole.
 TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
   for (DecoderShape shape : {qwen3_0_6b_shape(), llama_3_2_1b_shape()}) {
     shape.layers = 2;
@@ -88,20 +93,93 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
       for (size_t p = 0; p < g.nodes().size(); ++p)
         if (g.nodes()[p].output == qkv) producer = static_cast<int32_t>(p);
       ASSERT_GE(producer, 0);
-      const int64_t attn_tasks = l.tg.grids[n].count();
-      EXPECT_EQ(attn_tasks, shape.kv_heads);
-      EXPECT_LE(l.tg.grids[static_cast<size_t>(producer)].count(), 132 - attn_tasks) << shape.name;
+      const int64_t attn_tiles = l.tg.grids[n].count(), parts = l.tg.grids[n].k_parts;
+      EXPECT_EQ(attn_tiles, shape.kv_heads);
+      EXPECT_EQ(parts, 8) << shape.name;
+      EXPECT_LE(l.tg.grids[static_cast<size_t>(producer)].count(), 132 - std::min<int64_t>(attn_tiles * parts, 132 / 8))
+          << shape.name;
       std::set<int32_t> qkv_queues;
       for (size_t t = 0; t < l.tg.tasks.size(); ++t)
         if (l.tg.tasks[t].node == producer) qkv_queues.insert(queue_of[t]);
       for (size_t t = 0; t < l.tg.tasks.size(); ++t)
-        if (l.tg.tasks[t].node == static_cast<int32_t>(n)) {
+        if (l.tg.tasks[t].node == static_cast<int32_t>(n) && l.tg.tasks[t].part == 0) {
           EXPECT_EQ(qkv_queues.count(queue_of[t]), 0u)
               << shape.name << ": attention task " << t << " shares queue " << queue_of[t] << " with a qkv tile";
           ++checked;
         }
     }
     EXPECT_EQ(checked, 2 * shape.kv_heads) << shape.name;
+  }
+}
+
+// Split-KV attention (ATTENTION_DECODE_QKV in device/task_abi.h): a cache longer than the shared-memory path holds
+// unsplit gives each tile P parts, which the device's merge relies on: every part names P and itself, the parts of
+// a tile share one block of 2 x tile words per part and one counter, no two tiles share either, everything lies in
+// scratch, the consumer waits for P notifies per tile, and the simulator accepts the tables. The task tables keep
+// that (a block moved past scratch is refused) and the runtime relocates the block and counter. A cache that fits
+// unsplit, or LowerOptions::attention_split = 1, gives one part.
+TEST(Lowering, AttentionSplitsOverTimestepsWhereTheCacheIsLong) {
+  DecoderShape shape = qwen3_0_6b_shape();
+  shape.layers = 2;
+  shape.vocab = 1000;
+  auto attention_nodes = [](const Graph& g) {
+    std::vector<int32_t> r;
+    for (size_t n = 0; n < g.nodes().size(); ++n)
+      if (g.nodes()[n].op->name == std::string_view("attention_decode_qkv")) r.push_back(static_cast<int32_t>(n));
+    return r;
+  };
+  for (const auto& [max_seq, limit, parts] : std::vector<std::tuple<int64_t, int32_t, int64_t>>{
+           {4096, WEFT_ATTN_MAX_SPLIT, 8}, {1024, WEFT_ATTN_MAX_SPLIT, 4}, {256, WEFT_ATTN_MAX_SPLIT, 1}, {4096, 2, 2}, {4096, 1, 1}}) {
+    shape.max_seq = max_seq;
+    const Graph g = build_decoder_graph(shape);
+    TaskGraph tg = lower(g, SymbolValues(g.symbols().size(), 1), LowerOptions{132, WEFT_SMEM_BYTES_BASE, limit});
+    const MemoryPlan plan = plan_memory(g, tg);
+    finalize_events(tg);
+    const std::string what = "max_seq " + std::to_string(max_seq) + " limit " + std::to_string(limit);
+    std::set<int64_t> counters;  // never shared; blocks may be, by nodes that wait for each other
+    for (int32_t n : attention_nodes(g)) {
+      ASSERT_EQ(tg.grids[size_t(n)].k_parts, parts) << what;
+      std::set<int64_t> blocks;
+      std::map<int64_t, std::pair<int64_t, int64_t>> tile;  // col0 -> (block, counter)
+      for (const Task& t : tg.tasks) {
+        if (t.node != n) continue;
+        if (parts == 1) {
+          EXPECT_EQ(t.args.d[9], 0) << what;
+          continue;
+        }
+        EXPECT_EQ(t.args.d[9], parts) << what;
+        EXPECT_EQ(t.args.d[10], t.part) << what;
+        const std::pair<int64_t, int64_t> where{t.args.d[11], t.args.d[12]};
+        const auto [it, fresh] = tile.emplace(t.tile.col0, where);
+        if (fresh) {
+          EXPECT_TRUE(blocks.insert(where.first).second) << what << ": two tiles share a block";
+          EXPECT_TRUE(counters.insert(where.second).second) << what << ": a counter shared";
+        } else {
+          EXPECT_EQ(it->second, where) << what << ": the parts of a tile disagree";
+        }
+        EXPECT_LE(where.first + parts * 2 * (t.tile.col1 - t.tile.col0), tg.scratch_words) << what;
+        EXPECT_LT(where.second, tg.scratch_words) << what;
+      }
+      for (const Task& t : tg.tasks)
+        for (const TaskWait& w : t.waits)
+          if (tg.events[size_t(w.event)].node == n) {
+            EXPECT_EQ(w.count % parts, 0u) << what << ": " << tg.task_name(g, int32_t(&t - tg.tasks.data()));
+          }
+    }
+    const Schedule sch = schedule_static(tg, 132);
+    EXPECT_NO_THROW(simulate(g, tg, sch, plan, SimulationOptions{3, 2})) << what;
+    if (parts == 1) continue;
+    const TaskTables tables = build_task_tables(tg, sch, static_cast<int32_t>(g.tensors().size()));
+    TaskTables parsed = parse_task_tables(serialize_task_tables(tables));
+    const std::vector<weft_task> moved = relocate_scratch(parsed, 1 << 20);
+    for (size_t i = 0; i < moved.size(); ++i)
+      if (moved[i].op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) {
+        EXPECT_EQ(moved[i].args.d[11], (1 << 20) + 4 * parsed.tasks[i].args.d[11]) << what;
+        EXPECT_EQ(moved[i].args.d[12], (1 << 20) + 4 * parsed.tasks[i].args.d[12]) << what;
+        parsed.tasks[i].args.d[11] = parsed.scratch_words;  // its block past the end of scratch
+        EXPECT_THROW(parse_task_tables(serialize_task_tables(parsed)), Error) << what;
+        break;
+      }
   }
 }
 
