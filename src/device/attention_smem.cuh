@@ -64,68 +64,23 @@ __device__ __forceinline__ AttnIo<T> attn_io_plain(const weft_task_args* a, cons
 }
 
 // Layout in smem: [0] the position the prologue used (int), then K rows [cap][hd], V rows [cap][hd] (T), then
-// q as f32 [group][hd], the per-warp partial outputs f32 [warps][group][hd], 1/l per head, the max and the sum
-// per head (stat: [2][group]), then scores f32 [group][cap]. Row r holds timestep t0 + r of the task's part.
+// q as f32 [group][hd], the per-warp partial outputs f32 [warps][group][hd], 1/l per head, then scores f32
+// [group][cap].
 struct AttnSmemPlan {
   bool ok;
   int hd, group, kvh;  // head_dim, q heads per kv head, the tile's kv head
   int cap;             // timesteps that fit
   char *k, *v;
-  float *q, *part, *inv_l, *stat, *score;
+  float *q, *part, *inv_l, *score;
 };
-
-// A tile's share of its timesteps under split-KV (ATTENTION_DECODE_QKV with d9 = parts >= 2, task_abi.h): part
-// `part` of `parts` (a power of two, 1 << shift), its entry in the tile's block and the tile's arrival counter.
-// The default is the whole tile.
-struct AttnSplit {
-  int parts = 1, shift = 0, part = 0;
-  float* block = nullptr;
-  unsigned int* counter = nullptr;
-};
-
-// ATTENTION_DECODE_QKV's split from d9..d12 (0 or 1 parts: none). False for a table lowering did not write (or the
-// runtime did not relocate).
-__device__ __forceinline__ bool attn_split_of(const weft_task_args* a, AttnSplit& sp) {
-  const i64 parts = a->d[9], part = a->d[10];
-  if (parts <= 1) return true;
-  if (parts > WEFT_ATTN_MAX_SPLIT || (parts & (parts - 1)) != 0 || part < 0 || part >= parts || a->d[11] == 0 ||
-      a->d[12] == 0)
-    return false;
-  sp.parts = static_cast<int>(parts);
-  sp.shift = __ffs(sp.parts) - 1;
-  sp.part = static_cast<int>(part);
-  sp.block = reinterpret_cast<float*>(a->d[11]);
-  sp.counter = reinterpret_cast<unsigned int*>(a->d[12]);
-  return true;
-}
-
-// The part's timesteps at position p: [t0, t0 + steps). A split tile's timesteps go to the fewest of its parts (a
-// power of two) whose share `per` = ceil((p + 1) / parts) fits `cap` rows of shared memory: one part (`whole`: part
-// 0 takes [0, p] and stores the tile itself, the others have nothing to do) wherever the tile fits unsplit. Each
-// part is a fixed cost (a part over 16 timesteps ran as long as a whole tile over 128; docs/perf.md round 24), so
-// the split serves long contexts only. p and cap alone decide, so every part decides alike; shifts, not 64-bit
-// divisions. steps = 0 where p is bad or per is more than cap even over every part (the path refuses those).
-struct AttnPart {
-  i64 per;
-  int t0, steps;
-  bool whole;
-};
-__device__ __forceinline__ AttnPart attn_part_of(i64 p, const AttnSplit& sp, int cap) {
-  int shift = 0;
-  while (shift < sp.shift && ((p + (i64{1} << shift)) >> shift) > cap) ++shift;
-  AttnPart r{(p + (i64{1} << shift)) >> shift, 0, 0, shift == 0};
-  if (p < 0 || r.per > cap) return r;
-  const int per = static_cast<int>(r.per), end = static_cast<int>(p) + 1;
-  r.t0 = sp.part * per;
-  r.steps = r.t0 + per < end ? per : end > r.t0 ? end - r.t0 : 0;
-  return r;
-}
 
 // The path takes one (row, kv head) per tile of a 16-bit dtype with head_dim 64 or 128 (attention_smem_fast's
 // instances), every pointer 16-byte aligned (then every row start is). 32-bit arithmetic: a 64-bit division is
-// ~100 instructions, and this runs on the critical path of every layer.
+// ~100 instructions, and this runs on the critical path of every layer. `stat` more floats after 1/l: a part of a
+// split tile keeps its max and sum per head there (attention_split.cuh).
 template <typename T>
-__device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, const AttnIo<T>& io, char* smem) {
+__device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, const AttnIo<T>& io, char* smem,
+                                                       int stat = 0) {
   AttnSmemPlan s{};
   if (sizeof(T) != 2 || io.hq <= 0 || io.hkv <= 0 || io.hq > 4096 || (io.hd != 64 && io.hd != 128)) return s;
   const int hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), hd = static_cast<int>(io.hd);
@@ -135,7 +90,7 @@ __device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, 
   if (!aligned16(io.q) || !aligned16(io.kn) || !aligned16(io.vn) || !aligned16(io.kc) || !aligned16(io.vc) ||
       !aligned16(io.o))
     return s;
-  const int fixed = WEFT_ATTN_SMEM_FIXED(hd, group) + io.reserve;
+  const int fixed = WEFT_ATTN_SMEM_FIXED(hd, group) + stat * 4 + io.reserve;
   const int per_t = WEFT_ATTN_SMEM_PER_STEP(hd, group, static_cast<int>(sizeof(T)));
   if (fixed + per_t > WEFT_SMEM_BYTES) return s;
   s.cap = (WEFT_SMEM_BYTES - fixed) / per_t;
@@ -148,16 +103,15 @@ __device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, 
   s.q = reinterpret_cast<float*>(s.v + s.cap * hd * static_cast<int>(sizeof(T)));
   s.part = s.q + group * hd;
   s.inv_l = s.part + WEFT_BLOCK_WARPS * group * hd;
-  s.stat = s.inv_l + group;
-  s.score = s.stat + 2 * group;
+  s.score = s.inv_l + group + stat;
   return s;
 }
 
-// Copies K and V rows [t0, t1) of (row b, the plan's kv head) into smem rows [t0 - first, t1 - first), 16 bytes per
-// thread and step.
+// Copies K and V rows [t0, t1) of (row b, the plan's kv head) into smem rows [t0 - first, t1 - first), 16 bytes
+// per thread and step.
 template <typename T>
 __device__ __forceinline__ void attn_copy_rows(const AttnSmemPlan& s, const T* kc, const T* vc, i64 base, i64 row_kv,
-                                               int t0, int t1, int first) {
+                                               int t0, int t1, int first = 0) {
   const int units = s.hd * static_cast<int>(sizeof(T)) / 16, n = (t1 - t0) * units;
   const u64 policy = l2_evict_first_policy();
   const unsigned int ks = static_cast<unsigned int>(__cvta_generic_to_shared(s.k));
@@ -175,82 +129,38 @@ __device__ __forceinline__ void attn_copy_rows(const AttnSmemPlan& s, const T* k
 
 __device__ __forceinline__ i64 attn_clamp_pos(i64 p, i64 s_dim) { return p < 0 ? -1 : p >= s_dim ? -1 : p; }
 
-// After the wait, position p (clamped) bad or a part's `per` timesteps (attn_part_of) more than the plan's rows: true
-// once the prologue's copies into shared memory have landed (the general path the caller then runs reuses it),
-// having written nothing.
-__device__ __forceinline__ bool attn_smem_outside(i64 p, i64 per, const AttnSmemPlan& s) {
-  if (p >= 0 && per <= s.cap) return false;
+// After the wait, position p (clamped) outside the plan's rows: true once the prologue's copies into shared
+// memory have landed (the general path the caller then runs reuses it), having written nothing.
+__device__ __forceinline__ bool attn_smem_outside(i64 p, const AttnSmemPlan& s) {
+  if (p >= 0 && p <= s.cap - 1) return false;
   cp_async_wait<0>();
   __syncthreads();
   return true;
 }
 
-// After the wait, at position pi: copies the part's rows before pi that the prologue did not (it saw another
-// position, or none; its note of the position is smem's first word). Unsplit, the rows it copied are a prefix of
-// those needed; split, another position moves the part's range, so its copies are waited for and all redone.
+// After the wait, at position pi: copies the kv head's rows [0, pi) that the prologue did not (it saw another
+// position, or none; its note of the position is smem's first word).
 template <typename T>
 __device__ __forceinline__ void attn_copy_missing_rows(const AttnSmemPlan& s, const T* kc, const T* vc,
-                                                       const char* smem, i64 base, i64 row_kv, int pi,
-                                                       const AttnSplit& sp, const AttnPart& r) {
+                                                       const char* smem, i64 base, i64 row_kv, int pi) {
   const int early = *reinterpret_cast<const volatile int*>(smem);
-  if (early == pi) return;
-  if (sp.parts == 1) {
-    const int have = early < 0 ? 0 : (early < pi ? early : pi);
-    if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi, 0);
-  } else {  // uniform: every thread reads the same note
-    cp_async_wait<0>();
-    __syncthreads();
-    const int end = r.t0 + r.steps < pi ? r.t0 + r.steps : pi;
-    if (r.t0 < end) attn_copy_rows<T>(s, kc, vc, base, row_kv, r.t0, end, r.t0);
-  }
+  const int have = early < 0 ? 0 : (early < pi ? early : pi);
+  if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi);
 }
 
-// Before the wait: the part's rows before p into smem, p from positions (an input in decode graphs; if the graph
-// computes it, the value read here may be stale, which the main part notices and corrects).
+// Before the wait: rows [0, p) into smem, p from positions (an input in decode graphs; if the graph computes
+// it, the value read here may be stale, which the main part notices and corrects).
 // Returns whether the tile takes this path (else the caller prefetches the rows into L2 instead).
 template <typename T>
-__device__ bool attention_smem_prologue(const weft_task_args* a, const AttnIo<T>& io, char* smem, const AttnSplit& sp) {
+__device__ bool attention_smem_prologue(const weft_task_args* a, const AttnIo<T>& io, char* smem) {
   const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
   if (!s.ok) return false;
   const i64 p = attn_clamp_pos(load_int(io.pos, io.pos_dtype, a->row0), io.s_dim);
-  const AttnPart r = attn_part_of(p, sp, s.cap);
-  const bool fits = p >= 0 && r.per <= s.cap;
-  if (tid() == 0) *reinterpret_cast<int*>(smem) = fits ? static_cast<int>(p) : -1;
-  if (!fits) return false;
+  if (tid() == 0) *reinterpret_cast<int*>(smem) = p >= 0 && p <= s.cap - 1 ? static_cast<int>(p) : -1;
+  if (p < 0 || p > s.cap - 1) return false;
   const i64 row_kv = io.hkv * s.hd;
-  const int end = r.t0 + r.steps < p ? r.t0 + r.steps : static_cast<int>(p);
-  if (r.t0 < end) attn_copy_rows<T>(s, io.kc, io.vc, a->row0 * io.s_dim * row_kv + s.kvh * s.hd, row_kv, r.t0, end, r.t0);
+  attn_copy_rows<T>(s, io.kc, io.vc, a->row0 * io.s_dim * row_kv + s.kvh * s.hd, row_kv, 0, static_cast<int>(p));
   return true;
-}
-
-// Where a part of a split tile notes, before its wait, that it has nothing to do (part > 0 of a tile that fits
-// unsplit, or too long for the path, or at a bad position: part 0 then runs the tile whole): an int flag at smem + 4
-// and the position it saw (as loaded) at smem + 8, below the plan's K rows (smem + 16). The run then returns at
-// once when it loads the same position, instead of setting the path up to learn the same (~2-4 us of an SM's
-// time, and the consumer waits for every part's notify; docs/perf.md round 24).
-constexpr int kAttnIdleFlag = 4, kAttnIdlePos = 8;
-
-template <typename T>
-__device__ __forceinline__ bool attn_part_idle(const weft_task_args* a, const AttnIo<T>& io, char* smem,
-                                               const AttnSplit& sp) {
-  const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
-  const i64 raw = load_int(io.pos, io.pos_dtype, a->row0), p = attn_clamp_pos(raw, io.s_dim);
-  const AttnPart r = attn_part_of(p, sp, s.cap);
-  const bool idle = sp.part > 0 && (!s.ok || p < 0 || r.per > s.cap || r.whole);
-  if (tid() == 0) {
-    *reinterpret_cast<int*>(smem + kAttnIdleFlag) = idle ? 1 : 0;
-    *reinterpret_cast<long long*>(smem + kAttnIdlePos) = raw;
-  }
-  return idle;
-}
-
-// After the wait, part > 0 of a split tile: whether its prologue found it idle at the position (of row `row` of
-// positions) it loads now.
-__device__ __forceinline__ bool attn_part_noted_idle(const void* pos, int pos_dtype, i64 row, const char* smem) {
-  const i64 raw = load_int(pos, pos_dtype, row);
-  __syncthreads();  // the prologue's note (a task without waits has no barrier in between)
-  return *reinterpret_cast<const volatile int*>(smem + kAttnIdleFlag) != 0 &&
-         *reinterpret_cast<const volatile long long*>(smem + kAttnIdlePos) == raw;
 }
 
 // D elements of T at p (D * sizeof(T) bytes, aligned to that) as floats.
@@ -282,10 +192,8 @@ __device__ __forceinline__ void attn_smem_assume_shared(const AttnSmemPlan& s) {
   __builtin_assume(__isShared(s.score));
 }
 
-// Phases 1-3 of the shared-memory path and its output, once q (f32) and the `steps` K/V rows of (row b, the plan's
-// kv head) to attend over are in the plan's shared memory and a barrier has published them. The output goes to
-// the tile's rows of io.o, or, for a part of a split tile, to its `entry` of the tile's block (f32: the part's
-// output, then its max and exp-sum per head; attn_split_merge adds the parts). Head dims per lane in the weighted
+// Phases 1-3 of the shared-memory path and its output, once q (f32) and K/V rows [0, pi] of (row b, the plan's
+// kv head) are in the plan's shared memory and a barrier has published them. Head dims per lane in the weighted
 // sum of V: D (head_dim = 32 D); q heads per pass: G (a divisor of the group, <= 8: register arrays). Everything
 // shape-like is a compile-time constant, so there are no divisions and no guards per head; every phase reads
 // shared memory only and is spread over all warps:
@@ -296,15 +204,17 @@ __device__ __forceinline__ void attn_smem_assume_shared(const AttnSmemPlan& s) {
 //      warps' partial sums are then added in warp order (deterministic).
 // Inlined into its caller: called on its own, the operands (AttnIo, the plan) went through the stack and the
 // call cost ~1.8 us per task between the staging of q and the first phase (WEFT_TUNE early returns, H100).
-template <typename T, int D, int G>
-__device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int steps,
-                                                 float* entry) {
+// SPLIT: a part of a split tile over its rows [0, pi] (plan with 2 * group stat floats), whose output goes to its
+// `entry` of the tile's block (f32: the part's output, then its max and exp-sum per head; attn_split_merge).
+template <typename T, int D, int G, bool SPLIT = false>
+__device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi,
+                                                 float* entry = nullptr) {
   constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, GS = UNITS, PER_WARP = WEFT_WARP_THREADS / GS;
   static_assert(GS <= WEFT_WARP_THREADS && (GS & (GS - 1)) == 0, "a head's units fit one warp");
   attn_smem_assume_shared(s);
   const int group = s.group;
   // 1. Scores.
-  const int sub = lane() / GS, gl = lane() % GS;
+  const int steps = pi + 1, sub = lane() / GS, gl = lane() % GS;
   const float scale = io.scale;
   const T* ks = reinterpret_cast<const T*>(s.k);
   for (int g0 = 0; g0 < group; g0 += G) {
@@ -348,11 +258,16 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
   // 2. Softmax statistics per head: scores become exp(s - max), inv_l = 1 / their sum.
   for (int g = warp(); g < group; g += WEFT_BLOCK_WARPS) {
     float* sc = s.score + g * s.cap;
-    const float mx = warp_max_of(sc, steps), sum = warp_exp_sum(sc, steps, mx);
-    if (lane() == 0) {
-      s.inv_l[g] = 1.0f / sum;
-      s.stat[g] = mx;
-      s.stat[group + g] = sum;
+    if constexpr (SPLIT) {
+      const float mx = warp_max_of(sc, steps), sum = warp_exp_sum(sc, steps, mx);
+      if (lane() == 0) {
+        s.inv_l[g] = 1.0f / sum;
+        s.inv_l[group + g] = mx;
+        s.inv_l[2 * group + g] = sum;
+      }
+    } else {
+      const float sum = warp_exp_sum(sc, steps, warp_max_of(sc, steps));
+      if (lane() == 0) s.inv_l[g] = 1.0f / sum;
     }
   }
   __syncthreads();
@@ -383,14 +298,14 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
       for (int k = 0; k < D; ++k) part[g * HD + k] = acc[g][k];
   }
   __syncthreads();
-  if (entry != nullptr) {
+  if constexpr (SPLIT) {
     for (int i = tid(); i < group * HD; i += WEFT_BLOCK_THREADS) {
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < WEFT_BLOCK_WARPS; ++w) sum += s.part[w * group * HD + i];
       entry[i] = sum * s.inv_l[i / HD];
     }
-    if (tid() < 2 * group) entry[group * HD + tid()] = s.stat[tid()];
+    if (tid() < 2 * group) entry[group * HD + tid()] = s.inv_l[group + tid()];
     return;
   }
   T* o = io.o + (b * io.hkv + s.kvh) * group * HD;
@@ -425,12 +340,10 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   uint4 first = make_uint4(0u, 0u, 0u, 0u);
   if (e0 < nu) first = attn_new_unit<UNITS>(q4, kn4, vn4, qu, e0);
   __syncthreads();  // the prologue's note of its position is visible
-  const AttnSplit whole;
-  const AttnPart r = attn_part_of(p, whole, s.cap);
-  if (attn_smem_outside(p, r.per, s)) return false;
+  if (attn_smem_outside(p, s)) return false;
   const i64 base = b * s_dim * row_kv + s.kvh * HD;
   const int pi = static_cast<int>(p);
-  attn_copy_missing_rows<T>(s, kc, vc, smem, base, row_kv, pi, whole, r);
+  attn_copy_missing_rows<T>(s, kc, vc, smem, base, row_kv, pi);
   for (int e = e0; e < nu; e += WEFT_BLOCK_THREADS) {
     const uint4 raw = e == e0 ? first : attn_new_unit<UNITS>(q4, kn4, vn4, qu, e);
     if (e < qu) {
@@ -447,7 +360,7 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   }
   cp_async_wait<0>();
   __syncthreads();
-  attn_smem_attend<T, D, G>(io, s, b, pi + 1, nullptr);
+  attn_smem_attend<T, D, G>(io, s, b, pi);
   return true;
 }
 

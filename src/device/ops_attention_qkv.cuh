@@ -7,6 +7,7 @@
 #ifndef WEFT_DEVICE_OPS_ATTENTION_QKV_CUH
 #define WEFT_DEVICE_OPS_ATTENTION_QKV_CUH
 
+#include "attention_split.cuh"
 #include "ops_attention.cuh"
 
 namespace weft_dev {
@@ -157,57 +158,19 @@ __device__ __forceinline__ const T* qkv_fused_head(const T* qkv, const T* wq, co
   return w;
 }
 
-// A part of a split tile, its entry written (or none: no timesteps): the part that arrives last at the tile's
-// counter merges the non-empty parts' entries (each its own softmax's output, max m and exp-sum l per head) as
-// sum_j l_j e^(m_j - M) o_j / sum_j l_j e^(m_j - M), M the largest m, and stores the tile. Memory order as in
-// linear_split.cuh: the entries, a barrier, thread 0's release; thread 0's acquire, a barrier, reads from L2.
-template <typename T, int HD>
-__device__ __forceinline__ void attn_split_merge(const AttnIo<T>& io, const AttnSplit& sp, const AttnPart& r,
-                                                 int group, int kvh, i64 b, int pi) {
-  __syncthreads();  // every thread's entry words are written before thread 0 releases them
-  if (!arrive_last_of(sp.counter, static_cast<unsigned int>(sp.parts))) return;
-  const int per = static_cast<int>(r.per), words = 2 * group * HD;
-  T* o = io.o + (b * io.hkv + kvh) * group * HD;
-  for (int i = tid(); i < group * HD; i += WEFT_BLOCK_THREADS) {
-    const int h = i / HD;
-    float m[WEFT_ATTN_MAX_SPLIT], l[WEFT_ATTN_MAX_SPLIT], v[WEFT_ATTN_MAX_SPLIT];
-    float top = neg_inf();
-#pragma unroll
-    for (int j = 0; j < WEFT_ATTN_MAX_SPLIT; ++j) {  // every load in flight at once
-      m[j] = neg_inf();
-      l[j] = 0.0f;
-      v[j] = 0.0f;
-      if (j < sp.parts && j * per <= pi) {  // part j has timesteps
-        const float* e = sp.block + j * words;
-        v[j] = __ldcg(e + i);
-        m[j] = __ldcg(e + group * HD + h);
-        l[j] = __ldcg(e + group * HD + group + h);
-      }
-      top = fmaxf(top, m[j]);
-    }
-    float num = 0.0f, den = 0.0f;
-#pragma unroll
-    for (int j = 0; j < WEFT_ATTN_MAX_SPLIT; ++j) {
-      const float wj = l[j] > 0.0f ? l[j] * expf(m[j] - top) : 0.0f;
-      num = fmaf(wj, v[j], num);
-      den += wj;
-    }
-    o[i] = from_f<T>(num / den);
-  }
-}
-
 // After the wait: the shared-memory path of attention (attention_smem.cuh) fed straight from qkv. Warp h takes
 // head h of the tile (its q heads, then k, then v), element lane + 32 k in register k; the norm and rope run
 // there, rounded to T after each as head_rmsnorm and rope store them; q goes to the plan's f32 q, k and v to the
 // caches' row p and the plan's row p. The position, the heads and the norm weights are loaded together (one
 // global round trip) and one barrier precedes the scores, where staging q, k and v in shared memory first took
 // another phase and two more barriers. Returns false, having written nothing, when the position does not fit.
-// A part of a split tile stages q, attends over its timesteps only (attn_part_of), and leaves k and v (the caches'
-// row p) to the part that holds p; then attn_split_merge.
-template <typename T, int D, int G>
+// SPLIT (attention_split.cuh): a part of a split tile in split mode (plan: attn_split_plan; `whole_cap` the unsplit
+// plan's rows). It stages q, attends over its timesteps only, leaves k and v (the caches' row p) to the part that
+// holds p, and merges if it arrives last; at a position where the tile is not split it does nothing (true).
+template <typename T, int D, int G, bool SPLIT = false>
 __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, const weft_env* env, const QkvStage<T>& st,
                                                    const AttnIo<T>& io, const AttnSmemPlan& s, char* smem,
-                                                   const AttnSplit& sp) {
+                                                   const AttnSplit& sp = AttnSplit{}, int whole_cap = 0) {
   constexpr int HD = 32 * D;
   attn_smem_assume_shared(s);
   const int group = s.group, hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), kvh = s.kvh;
@@ -221,24 +184,39 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   if (warp() < group + 2) w = qkv_fused_head<T, D>(qkv, wq, wk, warp(), group, hq, hkv, kvh, xr, wr);
   __syncthreads();  // the prologue's rope table and note of its position are visible
   const i64 p = attn_clamp_pos(pg, io.s_dim);
-  const AttnPart r = attn_part_of(p, sp, s.cap);
-  if (attn_smem_outside(p, r.per, s)) return false;
-  const int pi = static_cast<int>(p);
-  if (r.whole && r.steps == 0) {  // part 0 runs the tile whole
-    cp_async_wait<0>();
-    return true;
+  AttnPart r{};
+  if constexpr (SPLIT) {
+    r = attn_split_part(p, sp, whole_cap, s.cap);
+    if (r.mode == kAttnWhole) {  // part 0 runs it (a position the prologue did not see)
+      cp_async_wait<0>();
+      return true;
+    }
+    if (r.mode == kAttnGeneral) {  // the prologue's copies land before the general path reuses smem
+      cp_async_wait<0>();
+      __syncthreads();
+      return false;
+    }
+  } else {
+    if (attn_smem_outside(p, s)) return false;
   }
-  if (*st.pos_used != p) {  // the prologue read another position (one the graph computes) or none
+  const int pi = static_cast<int>(p);
+  // The prologue read another position (one the graph computes) or none (a split part without timesteps needs none).
+  if ((!SPLIT || r.steps > 0) && *st.pos_used != p) {
     __syncthreads();
     qkv_rope_table<T>(a, st, p);
     __syncthreads();
   }
   const i64 row_kv = static_cast<i64>(hkv) * HD, base = b * io.s_dim * row_kv + kvh * HD;
-  attn_copy_missing_rows<T>(s, io.kc, io.vc, smem, base, row_kv, pi, sp, r);
+  int own = pi, heads = group + 2;  // row p among the smem rows; the heads to stage (q, then k and v)
+  if constexpr (SPLIT) {
+    attn_split_missing_rows<T>(a, io, s, r, smem, pg, pi);
+    own = pi - r.t0;
+    heads = r.steps == 0 ? 0 : own < r.steps ? group + 2 : group;  // k and v by the part that holds p
+  } else {
+    attn_copy_missing_rows<T>(s, io.kc, io.vc, smem, base, row_kv, pi);
+  }
   const float eps = a->f[1];
   const bool interleaved = a->i[2] == 1;
-  const int own = pi - r.t0;  // row p among the part's rows; the part holds it where own < steps
-  const int heads = r.steps == 0 ? 0 : own < r.steps ? group + 2 : group;
   for (int h = warp(); h < heads; h += WEFT_BLOCK_WARPS) {  // uniform per warp
     if (h != warp()) w = qkv_fused_head<T, D>(qkv, wq, wk, h, group, hq, hkv, kvh, xr, wr);
     T out[D];
@@ -294,12 +272,12 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   }
   cp_async_wait<0>();
   __syncthreads();
-  if (r.whole) {
-    attn_smem_attend<T, D, G>(io, s, b, r.steps, nullptr);
-    return true;
+  if constexpr (SPLIT) {
+    if (r.steps > 0) attn_smem_attend<T, D, G, true>(io, s, b, r.steps - 1, sp.block + sp.part * (2 * group * HD));
+    attn_split_merge<T, HD>(io, sp, r, group, kvh, b, pi);
+  } else {
+    attn_smem_attend<T, D, G>(io, s, b, pi);
   }
-  if (r.steps > 0) attn_smem_attend<T, D, G>(io, s, b, r.steps, sp.block + sp.part * (2 * group * HD));
-  attn_split_merge<T, HD>(io, sp, r, group, kvh, b, pi);
   return true;
 }
 
@@ -309,14 +287,30 @@ __device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a
   const QkvStage<T> st = qkv_stage<T>(a, smem);
   const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
   const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
-  AttnSplit sp;
-  if (!s.ok || s.hd != 32 * D || s.group % G != 0 || !attn_split_of(a, sp)) return false;
-  return attention_qkv_smem<T, D, G>(a, env, st, io, s, smem, sp);
+  if (!s.ok || s.hd != 32 * D || s.group % G != 0) return false;
+  return attention_qkv_smem<T, D, G>(a, env, st, io, s, smem);
 }
 struct AttnQkvSmemInstance {
   template <typename T, int D, int G>
   __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
     return attention_qkv_smem_instance<T, D, G>(a, env, smem);
+  }
+};
+
+// A part of a split tile (attention_split.cuh), set up from its arguments: attention_qkv_smem<..., true>.
+template <typename T, int D, int G>
+__device__ __noinline__ bool attention_qkv_split_instance(const weft_task_args* a, const weft_env* env, char* smem) {
+  const QkvStage<T> st = qkv_stage<T>(a, smem);
+  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  const AttnSmemPlan s = attn_split_plan<T>(a, io, smem);
+  AttnSplit sp;
+  if (!s.ok || s.hd != 32 * D || s.group % G != 0 || !attn_split_of(a, sp) || sp.parts < 2) return false;
+  return attention_qkv_smem<T, D, G, true>(a, env, st, io, s, smem, sp, attn_smem_plan<T>(a, io, smem).cap);
+}
+struct AttnQkvSplitInstance {
+  template <typename T, int D, int G>
+  __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
+    return attention_qkv_split_instance<T, D, G>(a, env, smem);
   }
 };
 
@@ -337,7 +331,9 @@ __device__ __noinline__ void attention_decode_qkv_general(const weft_task_args* 
 // A dispatcher to the shared-memory path's instances (attn_smem_by_group says why they are functions of their
 // own) and the general path: it keeps only its three pointers across those calls, so the second call level saves
 // and restores few registers.
-// A split tile the shared-memory path does not take (too long for it, or a bad position) runs whole in part 0.
+// A split tile (attention_split.cuh): part 0 tries the unsplit path first (whole mode), then every part its part of
+// the split path; where neither takes the tile, part 0 runs the general path whole. A part whose prologue saw
+// another position forgets its copies (waited for), so that neither path trusts them.
 template <typename T>
 __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
@@ -348,8 +344,22 @@ __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, 
       record_error(env, WEFT_DEV_ERR_BAD_TASK, WEFT_DEV_OP_ATTENTION_DECODE_QKV, static_cast<unsigned int>(a->d[9]), 1u);
     return;
   }
-  if (sp.part > 0 && attn_part_noted_idle(in_ptr<void>(a, env, 3), a->i[0], a->row0, smem)) return;
-  if (attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem) || sp.part != 0) return;
+  if (sp.parts == 1) {
+    if (attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
+    attention_decode_qkv_general<T>(a, env, smem);
+    return;
+  }
+  const int noted = attn_split_noted(smem, load_int(in_ptr<void>(a, env, 3), a->i[0], a->row0));
+  if (noted == kAttnNoteIdle) return;
+  if (noted < 0) {  // uniform
+    cp_async_wait<0>();
+    __syncthreads();
+    attn_split_note(smem, 0, -1);
+    if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;
+    __syncthreads();
+  }
+  if (sp.part == 0 && attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
+  if (attn_smem_run<T, AttnQkvSplitInstance>(a, env, smem) || sp.part != 0) return;
   attention_decode_qkv_general<T>(a, env, smem);
 }
 

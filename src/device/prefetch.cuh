@@ -48,25 +48,49 @@ __device__ void attention_prefetch(const weft_task_args* a, const AttnIo<T>& io)
 template <typename T>
 __device__ __noinline__ void attention_plain_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
   const AttnIo<T> io = attn_io_plain<T>(a, env);
-  if (!attention_smem_prologue<T>(a, io, smem, AttnSplit{})) attention_prefetch<T>(a, io);
+  if (!attention_smem_prologue<T>(a, io, smem)) attention_prefetch<T>(a, io);
 }
 
-// Before the wait: the rope table, the K/V rows of its part (shared-memory path) or their L2 prefetch (the part
-// that runs a split tile too long for that path whole: part 0), the norm weights. A part with nothing to do at the
-// position it sees notes that (attn_part_idle) and requests nothing.
+// Before the wait, a part of a split tile (attention_split.cuh): its mode at the position it sees, noted; a part
+// with nothing to do requests nothing (no rope table either: a run that finds work after all builds it). Whole
+// mode: part 0 as an unsplit tile; split mode: the part's rows; general: part 0's L2 prefetch.
 template <typename T>
-__device__ __noinline__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
-  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) return;
+__device__ __noinline__ void attention_split_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
   AttnSplit sp;
   if (!attn_split_of(a, sp)) return;  // the run records the bad table
   const QkvStage<T> st = qkv_stage<T>(a, smem);
   const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
-  if (sp.part > 0 && attn_part_idle<T>(a, io, smem, sp)) {
-    if (tid() == 0) *st.pos_used = -1;  // no table: a run that finds work after all builds it
+  const AttnSmemPlan whole = attn_smem_plan<T>(a, io, smem), part = attn_split_plan<T>(a, io, smem);
+  const i64 raw = load_int(io.pos, io.pos_dtype, a->row0), p = attn_clamp_pos(raw, io.s_dim);
+  const AttnPart r = attn_split_part(p, sp, whole.cap, part.cap);
+  const bool idle = sp.part > 0 && r.mode != kAttnSplit;
+  if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;  // no unsplit rows (whole mode's prologue notes its own)
+  attn_split_note(smem, idle ? kAttnNoteIdle : r.mode == kAttnSplit ? kAttnNoteCopied : 0, raw);
+  if (idle || (r.mode == kAttnSplit && r.steps == 0)) {
+    if (tid() == 0) *st.pos_used = -1;
     return;
   }
+  qkv_rope_table<T>(a, st, raw);
+  if (r.mode == kAttnWhole) attention_smem_prologue<T>(a, io, smem);
+  else if (r.mode == kAttnSplit) attn_split_copy<T>(a, io, part, r, p);
+  else attention_prefetch<T>(a, io);
+  const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
+  prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
+  prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
+}
+
+// Before the wait: the rope table, the K/V rows (shared-memory path) or their L2 prefetch, the norm weights.
+template <typename T>
+__device__ __noinline__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) return;
+  if (a->d[9] > 1) {
+    attention_split_prologue<T>(a, env, smem);
+    return;
+  }
+  const QkvStage<T> st = qkv_stage<T>(a, smem);
   qkv_rope_table<T>(a, st, load_int(in_ptr<void>(a, env, 3), a->i[0], a->row0));
-  if (!attention_smem_prologue<T>(a, io, smem, sp) && sp.part == 0) attention_prefetch<T>(a, io);
+  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  if (!attention_smem_prologue<T>(a, io, smem)) attention_prefetch<T>(a, io);
   const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
   prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
   prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);

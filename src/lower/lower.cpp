@@ -129,10 +129,11 @@ void compute_full_waits(TaskGraph& tg) {
   }
 }
 
-// Per node, the SMs its grid leaves free: the tasks of the long-set-up ops (OpLowering::long_setup) that read
+// Per node, the SMs its grid leaves free: the tiles of the long-set-up ops (OpLowering::long_setup) that read
 // its output, at most an eighth of the SMs (a batch's attention has many tasks; its producer still needs the
 // rest). Only producers: the o projection leaving the attention SMs free too measured no faster (H100,
-// docs/perf.md), its tiles being larger.
+// docs/perf.md), its tiles being larger. Tiles, not tasks: of a split attention tile only part 0 works at short
+// contexts (attn_part_of), and its producer's grid keeps its SMs (docs/perf.md round 24).
 std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const LowerOptions& options) {
   const auto& nodes = g.nodes();
   std::map<TensorId, int32_t> producer;
@@ -141,9 +142,9 @@ std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<
   for (const Node& node : nodes) {
     const OpLowering* rule = find_lowering(node.op->name);
     if (!rule || !rule->long_setup) continue;
-    const int64_t tasks = rule->grid(LowerCtx(g, node, shapes, options)).tasks();
+    const int64_t tiles = rule->grid(LowerCtx(g, node, shapes, options)).count();
     for (TensorId in : node.inputs)
-      if (auto it = producer.find(in); in != kNoTensor && it != producer.end()) reserved[static_cast<size_t>(it->second)] += tasks;
+      if (auto it = producer.find(in); in != kNoTensor && it != producer.end()) reserved[static_cast<size_t>(it->second)] += tiles;
   }
   for (int64_t& r : reserved) r = std::min<int64_t>(r, options.num_sms / 8);
   return reserved;
