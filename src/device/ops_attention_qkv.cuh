@@ -324,29 +324,16 @@ __device__ __noinline__ void attention_decode_qkv_general(const weft_task_args* 
   attention_general<T>(a, env, io, smem);
 }
 
-// Out of line, with pointers for its only operands: inlined into the task loop, the fused path moved the loop's
-// register allocation (ptxas: stack 744 -> 864-872 bytes, spill loads 604 -> 1300) and every task's set-up paid
-// 0.3-0.4 us for it. Called, it costs this task ~0.6 us, and the loop, holding no attention code at all (this, the
-// plain op and both prologues), keeps less (544 bytes) and sets every task up faster (docs/perf.md, round 13).
-// A dispatcher to the shared-memory path's instances (attn_smem_by_group says why they are functions of their
-// own) and the general path: it keeps only its three pointers across those calls, so the second call level saves
-// and restores few registers.
 // A split tile (attention_split.cuh): part 0 tries the unsplit path first (whole mode), then every part its part of
 // the split path; where neither takes the tile, part 0 runs the general path whole. A part whose prologue saw
-// another position forgets its copies (waited for), so that neither path trusts them.
+// another position forgets its copies (waited for), so that neither path trusts them. Out of line: the unsplit
+// dispatcher below keeps its own code.
 template <typename T>
-__device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
-  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
-    return;
+__device__ __noinline__ void attention_decode_qkv_split(const weft_task_args* a, const weft_env* env, char* smem) {
   AttnSplit sp;
   if (!attn_split_of(a, sp)) {
     if (tid() == 0)
       record_error(env, WEFT_DEV_ERR_BAD_TASK, WEFT_DEV_OP_ATTENTION_DECODE_QKV, static_cast<unsigned int>(a->d[9]), 1u);
-    return;
-  }
-  if (sp.parts == 1) {
-    if (attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
-    attention_decode_qkv_general<T>(a, env, smem);
     return;
   }
   const int noted = attn_split_noted(smem, load_int(in_ptr<void>(a, env, 3), a->i[0], a->row0));
@@ -360,6 +347,25 @@ __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, 
   }
   if (sp.part == 0 && attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
   if (attn_smem_run<T, AttnQkvSplitInstance>(a, env, smem) || sp.part != 0) return;
+  attention_decode_qkv_general<T>(a, env, smem);
+}
+
+// Out of line, with pointers for its only operands: inlined into the task loop, the fused path moved the loop's
+// register allocation (ptxas: stack 744 -> 864-872 bytes, spill loads 604 -> 1300) and every task's set-up paid
+// 0.3-0.4 us for it. Called, it costs this task ~0.6 us, and the loop, holding no attention code at all (this, the
+// plain op and both prologues), keeps less (544 bytes) and sets every task up faster (docs/perf.md, round 13).
+// A dispatcher to the shared-memory path's instances (attn_smem_by_group says why they are functions of their
+// own) and the general path: it keeps only its three pointers across those calls, so the second call level saves
+// and restores few registers. A tile split over its timesteps (d9 > 1) goes to attention_decode_qkv_split.
+template <typename T>
+__device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
+    return;
+  if (a->d[9] != 0) {
+    attention_decode_qkv_split<T>(a, env, smem);
+    return;
+  }
+  if (attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
   attention_decode_qkv_general<T>(a, env, smem);
 }
 
