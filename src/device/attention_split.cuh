@@ -82,7 +82,15 @@ __device__ __forceinline__ AttnPart attn_split_part(i64 p, const AttnSplit& sp, 
 // What a split part's prologue leaves at smem + 4 / + 8 (below the plan's K rows at smem + 16; smem's first word
 // is the unsplit path's note): what it found at the position it loaded (as loaded).
 constexpr int kAttnNoteMode = 4, kAttnNotePos = 8;
-constexpr int kAttnNoteIdle = 1, kAttnNoteCopied = 2;  // else 0: nothing copied, work to do
+// Idle: nothing to do; copied: split mode, the part's rows requested; whole: part 0 in whole mode, its rows
+// requested as an unsplit tile's; else 0: nothing copied, work to do.
+constexpr int kAttnNoteIdle = 1, kAttnNoteCopied = 2, kAttnNoteWhole = 3;
+
+// The mode the prologue noted (after a barrier that publishes it), whatever position it saw.
+__device__ __forceinline__ int attn_split_noted_mode(const char* smem) {
+  __syncthreads();  // the prologue's note (a task without waits has no barrier in between)
+  return *reinterpret_cast<const volatile int*>(smem + kAttnNoteMode);
+}
 
 __device__ __forceinline__ void attn_split_note(char* smem, int what, i64 raw) {
   if (tid() == 0) {

@@ -356,17 +356,22 @@ __device__ __noinline__ void attention_decode_qkv_split(const weft_task_args* a,
 // plain op and both prologues), keeps less (544 bytes) and sets every task up faster (docs/perf.md, round 13).
 // A dispatcher to the shared-memory path's instances (attn_smem_by_group says why they are functions of their
 // own) and the general path: it keeps only its three pointers across those calls, so the second call level saves
-// and restores few registers. A tile split over its timesteps (d9 > 1) goes to attention_decode_qkv_split.
+// and restores few registers. A tile split over its timesteps (d9 > 1) goes to attention_decode_qkv_split, but for
+// part 0 where its prologue found the tile whole: that runs the unsplit instance from here, one call level deep like
+// an unsplit tile (the unsplit instance declines, having written nothing, a position that does not fit after all).
 template <typename T>
 __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
     return;
-  if (a->d[9] != 0) {
-    attention_decode_qkv_split<T>(a, env, smem);
+  if (a->d[9] == 0) {
+    if (attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
+    attention_decode_qkv_general<T>(a, env, smem);
     return;
   }
-  if (attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
-  attention_decode_qkv_general<T>(a, env, smem);
+  if (a->d[10] == 0 && attn_split_noted_mode(smem) == kAttnNoteWhole &&
+      attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem))
+    return;
+  attention_decode_qkv_split<T>(a, env, smem);
 }
 
 }  // namespace weft_dev

@@ -65,7 +65,12 @@ __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, c
   const AttnPart r = attn_split_part(p, sp, whole.cap, part.cap);
   const bool idle = sp.part > 0 && r.mode != kAttnSplit;
   if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;  // no unsplit rows (whole mode's prologue notes its own)
-  attn_split_note(smem, idle ? kAttnNoteIdle : r.mode == kAttnSplit ? kAttnNoteCopied : 0, raw);
+  attn_split_note(smem,
+                  idle                    ? kAttnNoteIdle
+                  : r.mode == kAttnSplit  ? kAttnNoteCopied
+                  : r.mode == kAttnWhole  ? kAttnNoteWhole
+                                          : 0,
+                  raw);
   if (idle || (r.mode == kAttnSplit && r.steps == 0)) {
     if (tid() == 0) *st.pos_used = -1;
     return;
