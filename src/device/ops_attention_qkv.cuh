@@ -187,7 +187,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   AttnPart r{};
   if constexpr (SPLIT) {
     r = attn_split_part(p, sp, whole_cap, s.cap);
-    if (r.mode == kAttnWhole) {  // part 0 runs it (a position the prologue did not see)
+    if (r.mode == kAttnWhole) {  // part 0 runs the tile through the unsplit path; parts above 0 have nothing to do
       cp_async_wait<0>();
       return true;
     }
@@ -363,7 +363,7 @@ template <typename T>
 __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
     return;
-  if (a->d[9] == 0) {
+  if (a->d[9] <= 1) {  // unsplit, as the prologue reads it (attention_qkv_prologue)
     if (attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
     attention_decode_qkv_general<T>(a, env, smem);
     return;

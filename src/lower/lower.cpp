@@ -133,7 +133,7 @@ void compute_full_waits(TaskGraph& tg) {
 // its output, at most an eighth of the SMs (a batch's attention has many tasks; its producer still needs the
 // rest). Only producers: the o projection leaving the attention SMs free too measured no faster (H100,
 // docs/perf.md), its tiles being larger. Tiles, not tasks: of a split attention tile only part 0 works at short
-// contexts (attn_part_of), and its producer's grid keeps its SMs (docs/perf.md round 24).
+// contexts (attn_split_part), and its producer's grid keeps its SMs (docs/perf.md round 24).
 std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const LowerOptions& options) {
   const auto& nodes = g.nodes();
   std::map<TensorId, int32_t> producer;

@@ -21,7 +21,7 @@ Schedule schedule_static(const TaskGraph& tg, int32_t num_queues) {
   std::vector<double> queue_free(static_cast<size_t>(num_queues), 0.0);
   std::vector<double> event_done(tg.events.size(), 0.0);  // estimated time each event reaches its target
   // Tasks in table order (topological), except that a split attention node's tasks go part by part: at short
-  // contexts part 0 of each tile runs the tile whole (device attn_part_of) and must take the free queues its
+  // contexts part 0 of each tile runs the tile whole (device attn_split_part) and must take the free queues its
   // producer left (lowering's reserved SMs), not land behind a producer tile with its K/V copy on the critical path.
   std::vector<size_t> order(tg.tasks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
