@@ -11,7 +11,9 @@
 //            output, max and exp-sum per head), and every part adds 1 to the tile's arrival counter; the last to
 //            arrive merges (attn_split_merge).
 //   general: not even that (or a bad position): part 0 runs the general path whole, the others nothing.
-// A part with nothing to do notes it before its wait (attn_split_note), so that its run returns at once.
+// A part with nothing to do notes it before its wait (attn_split_note), so that its run returns at once. Where the
+// positions are ready at launch, lowering leaves the waits of parts above 0 to the op (weft_task::wait_count < 0):
+// an idle part then neither polls its producer's events nor holds up its block's next task, and notifies at once.
 #ifndef WEFT_DEVICE_ATTENTION_SPLIT_CUH
 #define WEFT_DEVICE_ATTENTION_SPLIT_CUH
 

@@ -336,6 +336,11 @@ __device__ __noinline__ void attention_decode_qkv_split(const weft_task_args* a,
       record_error(env, WEFT_DEV_ERR_BAD_TASK, WEFT_DEV_OP_ATTENTION_DECODE_QKV, static_cast<unsigned int>(a->d[9]), 1u);
     return;
   }
+  // An idle part touches nothing and returns. Where its waits are its own, the positions are ready at launch
+  // (lowering), so its prologue's note stands: it returns without a wait or a second read of the position. Every
+  // other part waits before it reads q, k, v or writes a row, a block or the output.
+  if (waits_in_op(a) && attn_split_noted_mode(smem) == kAttnNoteIdle) return;
+  if (!wait_in_op(a, env)) return;
   const int noted = attn_split_noted(smem, load_int(in_ptr<void>(a, env, 3), a->i[0], a->row0));
   if (noted == kAttnNoteIdle) return;
   if (noted < 0) {  // uniform

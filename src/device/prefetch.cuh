@@ -54,32 +54,44 @@ __device__ __noinline__ void attention_plain_prologue(const weft_task_args* a, c
 // Before the wait, a part of a split tile (attention_split.cuh): its mode at the position it sees, noted; a part
 // with nothing to do requests nothing (no rope table either: a run that finds work after all builds it). Whole
 // mode: part 0 as an unsplit tile; split mode: the part's rows; general: part 0's L2 prefetch.
+// Part 0 first does what an unsplit tile's prologue does (whole mode, the short contexts, is the common case, and
+// on the critical path: deciding the mode first made part 0's prologue ~3 us longer, docs/perf.md round 25).
 template <typename T>
 __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
   AttnSplit sp;
   if (!attn_split_of(a, sp)) return;  // the run records the bad table
   const QkvStage<T> st = qkv_stage<T>(a, smem);
   const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
-  const AttnSmemPlan whole = attn_smem_plan<T>(a, io, smem), part = attn_split_plan<T>(a, io, smem);
   const i64 raw = load_int(io.pos, io.pos_dtype, a->row0), p = attn_clamp_pos(raw, io.s_dim);
-  const AttnPart r = attn_split_part(p, sp, whole.cap, part.cap);
-  const bool idle = sp.part > 0 && r.mode != kAttnSplit;
-  if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;  // no unsplit rows (whole mode's prologue notes its own)
-  attn_split_note(smem,
-                  idle                    ? kAttnNoteIdle
-                  : r.mode == kAttnSplit  ? kAttnNoteCopied
-                  : r.mode == kAttnWhole  ? kAttnNoteWhole
-                                          : 0,
-                  raw);
-  if (idle || (r.mode == kAttnSplit && r.steps == 0)) {
+  const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
+  if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;  // no unsplit rows (until attention_smem_prologue notes its own)
+  if (sp.part == 0) {
+    qkv_rope_table<T>(a, st, raw);
+    const bool whole = attention_smem_prologue<T>(a, io, smem);  // notes its rows at smem (or none: -1)
+    prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
+    prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
+    attn_split_note(smem, whole ? kAttnNoteWhole : 0, raw);
+    if (whole) return;
+  }
+  const AttnSmemPlan part = attn_split_plan<T>(a, io, smem);
+  const AttnPart r = attn_split_part(p, sp, attn_smem_plan<T>(a, io, smem).cap, part.cap);
+  if (sp.part == 0) {  // rope table and norm weights requested; not whole after all
+    if (r.mode == kAttnSplit) {
+      attn_split_note(smem, kAttnNoteCopied, raw);
+      attn_split_copy<T>(a, io, part, r, p);
+    } else {
+      attention_prefetch<T>(a, io);
+    }
+    return;
+  }
+  const bool idle = r.mode != kAttnSplit;
+  attn_split_note(smem, idle ? kAttnNoteIdle : kAttnNoteCopied, raw);
+  if (idle || r.steps == 0) {
     if (tid() == 0) *st.pos_used = -1;
     return;
   }
   qkv_rope_table<T>(a, st, raw);
-  if (r.mode == kAttnWhole) attention_smem_prologue<T>(a, io, smem);
-  else if (r.mode == kAttnSplit) attn_split_copy<T>(a, io, part, r, p);
-  else attention_prefetch<T>(a, io);
-  const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
+  attn_split_copy<T>(a, io, part, r, p);
   prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
   prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
 }

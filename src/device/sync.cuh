@@ -94,6 +94,27 @@ __device__ __forceinline__ bool wait_all(const weft_wait& mine, const weft_wait*
   return __syncthreads_or(failed) == 0;
 }
 
+// The staged task whose arguments an op runs on: the task loop hands every op &weft_task::args.
+__device__ __forceinline__ const weft_task* task_of(const weft_task_args* a) {
+  return reinterpret_cast<const weft_task*>(reinterpret_cast<const char*>(a) - offsetof(weft_task, args));
+}
+// Whether the op makes its task's waits itself (its table's wait_count < 0; task_abi.h).
+__device__ __forceinline__ bool waits_in_op(const weft_task_args* a) { return task_of(a)->wait_count < 0; }
+
+// Called by every thread of the block, by an op whose task leaves its waits to it (weft_task::wait_count < 0),
+// before it reads or writes anything they guard. A task whose loop waited already returns true at once. False as
+// wait_all: the op stops (an error is recorded; the loop still notifies, and the launch reports the error).
+__device__ __forceinline__ bool wait_in_op(const weft_task_args* a, const weft_env* env) {
+  const weft_task* t = task_of(a);
+  const int count = -t->wait_count;
+  if (count <= 0) return true;
+  const weft_queues& q = *env->queues;
+  const weft_wait* waits = q.waits + t->wait_begin;
+  weft_wait mine{0, 0u};
+  if (static_cast<int>(threadIdx.x) < count) mine = waits[threadIdx.x];
+  return wait_all(mine, waits, count, q.events, env->epoch, q.timeout_cycles, env);
+}
+
 // Called by every thread of the block after it wrote its part of the task's output.
 __device__ __forceinline__ void event_notify(unsigned int* counter) {
   __syncthreads();

@@ -44,6 +44,10 @@ struct weft_task_args {
 struct weft_task {
   int op;            // device op id (weft_dev_op)
   int wait_begin;    // first entry in the wait table
+  // Its waits: wait_count entries, which the task loop waits for before the op runs; or, negative, -wait_count
+  // entries that the op waits for itself (wait_in_op, sync.cuh) before it touches anything they guard, and only
+  // where it has work. Only the parts above 0 of a split ATTENTION_DECODE_QKV tile, whose positions are ready at
+  // launch (an idle part then notifies at once); part 0 of the tile waits for all of them (lowering checks it).
   int wait_count;
   int notify_begin;  // first entry in the notify table (event indices)
   int notify_count;
@@ -66,6 +70,8 @@ struct weft_wait {
   unsigned int count;
 };
 
+struct weft_queues;
+
 // What every device op receives besides its arguments.
 struct weft_env {
   void* const* slots;     // slot -> device pointer
@@ -73,6 +79,8 @@ struct weft_env {
   unsigned int* error_info;  // [0] task index, [1..3] op-specific details of the first error
   int task_index;         // index of the running task (for error reports)
   unsigned int tuning;    // WEFT_TUNE_* bits ($WEFT_TUNE): switches for measuring alternatives side by side
+  const weft_queues* queues;  // the launch's tables (the task loop's argument), for waits an op makes itself
+  unsigned int epoch;         // the running step's epoch (weft_queues::epoch + step)
 };
 
 // WEFT_TRACE: 64-bit values the kernel records per queue entry and step: [0] wait start, [1] run start, [2] end

@@ -148,6 +148,8 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
   env.error_info = q.error_info;
   env.task_index = -1;
   env.tuning = q.tuning;
+  env.queues = queues;
+  env.epoch = q.epoch;
   const int steps = loop.steps > 0 ? loop.steps : 1;
   if (loop.steps > 0 && blockIdx.x == 0) {
     for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x) loop.tokens[i] = loop.feed_src[i];
@@ -180,6 +182,7 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
     load_edges(staged[0], q, wait, notify);
     // Counters only grow: pass `e` of the queues needs count * e (wrapping like the counters do).
     const unsigned int e = q.epoch + static_cast<unsigned int>(step);
+    env.epoch = e;
     for (int k = begin; k < end; ++k) {
       const int buf = (k - begin) & 1;
       // Shared memory belongs to one task at a time: the barrier at the end of task k-1 (notify's, or the one

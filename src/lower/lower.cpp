@@ -199,6 +199,14 @@ void place_split_scratch(const Graph& g, TaskGraph& tg) {
   tg.scratch_words = next;
 }
 
+// Whether operand k of `node` holds its values before the launch's first task runs: an input or weight, not a
+// tensor an op of the graph produces or writes (a state another node writes).
+bool ready_at_launch(const Graph& g, const Node& node, int k, const std::map<TensorId, int32_t>& state_writer) {
+  if (k < 0 || static_cast<size_t>(k) >= node.inputs.size() || node.inputs[static_cast<size_t>(k)] == kNoTensor) return false;
+  const TensorId t = node.inputs[static_cast<size_t>(k)];
+  return g.tensor(t).producer < 0 && state_writer.find(t) == state_writer.end();
+}
+
 }  // namespace
 
 TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions& options) {
@@ -310,6 +318,7 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
         }
       }
       for (const auto& [e, cnt] : waits) t.waits.push_back(TaskWait{e, cnt});
+      t.waits_in_op = t.part > 0 && ready_at_launch(g, node, rule->split_idle_input, state_writer);
       estimate_cost(g, node, *rule, c, grid.k_parts, t);
       tg.tasks.push_back(std::move(t));
       tg.reads.push_back(std::move(reads));

@@ -62,6 +62,11 @@ struct OpLowering {
   std::vector<Region> (*split_reads)(const LowerCtx&, size_t k, const Region& tile, int64_t part, int64_t parts) = nullptr;
   // Scratch words per output element and part of a split tile's block (a linear's f32 sum: 1; argmax: 2).
   int64_t split_words = 1;
+  // For a grid with k_parts > 1: the operand from whose value alone the device op decides, before any wait,
+  // whether a part above 0 has work at all (attention_decode_qkv: its positions; docs/perf.md round 25). Where that
+  // operand is ready at launch (no producer, no other node writing it), those parts leave their waits to the op
+  // (Task::waits_in_op), which waits only when the part has work. -1: never.
+  int split_idle_input = -1;
 };
 
 // What a task of `rule` (part `part` of `parts` of its tile) reads of operand k.

@@ -493,7 +493,7 @@ const OpLowering kTable[] = {
     {"rope", WEFT_DEV_OP_ROPE, rope_grid, rope_reads, rope_args},
     {"attention_decode", WEFT_DEV_OP_ATTENTION_DECODE, attention_grid, attention_reads, attention_args, true},
     {"attention_decode_qkv", WEFT_DEV_OP_ATTENTION_DECODE_QKV, attention_qkv_grid, attention_qkv_reads, attention_qkv_args, true,
-     attention_qkv_split_args, nullptr, 2},
+     attention_qkv_split_args, nullptr, 2, 3},
     {"softmax", WEFT_DEV_OP_SOFTMAX, rowwise_grid, same_rows, no_args},
     {"argmax", WEFT_DEV_OP_ARGMAX, argmax_grid, argmax_reads, argmax_args, false, argmax_split_args, argmax_split_reads, 2},
     {"reduce", WEFT_DEV_OP_REDUCE, single_task_grid, whole_input, reduce_args},

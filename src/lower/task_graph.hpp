@@ -71,6 +71,10 @@ struct Task {
   int64_t clip_unit = 0;
   int32_t part = 0;        // which of its tile's TileGrid::k_parts tasks this is
   std::vector<TaskWait> waits;
+  // The device op makes its waits itself, only where it has work (weft_task::wait_count < 0): a part above 0 of
+  // a split tile whose work the op decides from an operand ready at launch (OpLowering::split_idle_input). Its
+  // notify may then come before its waits are met; part 0 of its tile waits for all of them (the simulator checks).
+  bool waits_in_op = false;
   std::vector<int32_t> notifies;
   double bytes = 0;  // estimated memory traffic
   double flops = 0;

@@ -64,6 +64,7 @@ void dump_task_graph(const Graph& g, const TaskGraph& tg, const Schedule& s, con
     j["tasks"].push_back({{"name", tg.task_name(g, static_cast<int32_t>(i))},
                           {"tile", {t.tile.row0, t.tile.row1, t.tile.col0, t.tile.col1}},
                           {"waits", waits},
+                          {"waits_in_op", t.waits_in_op},
                           {"notifies", t.notifies},
                           {"bytes", t.bytes}});
   }
@@ -116,9 +117,7 @@ SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given) {
   return given;
 }
 
-// The most parts an attention tile is split into over its timesteps: $WEFT_ATTENTION_SPLIT (1: none; for
-// measurements), else the device's limit. Part of the cache key.
-static int32_t attention_split_limit() {
+int32_t attention_split_limit() {
   const char* env = std::getenv("WEFT_ATTENTION_SPLIT");
   if (env == nullptr || *env == '\0') return WEFT_ATTN_MAX_SPLIT;
   char* end = nullptr;

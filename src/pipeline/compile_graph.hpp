@@ -47,6 +47,11 @@ std::string specialization_text(const SymbolValues& values);
 // when `given` is empty. Errors name the symbol.
 SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given);
 
+// The most parts lowering splits an attention tile into over its timesteps: $WEFT_ATTENTION_SPLIT (1 to
+// WEFT_ATTN_MAX_SPLIT; 1: none), else WEFT_ATTN_MAX_SPLIT. Status::invalid_argument naming the variable for
+// another value. compile_graph puts it in the cache key.
+int32_t attention_split_limit();
+
 // `cache` may be null (no caching).
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache);
 

@@ -2,6 +2,7 @@
 // monotonic counters the device uses, and every read, write and reuse of memory is checked.
 #include "schedule/simulator.hpp"
 
+#include <algorithm>
 #include <random>
 
 #include "core/error.hpp"
@@ -31,8 +32,28 @@ void check_waits_satisfiable(const Graph& g, const TaskGraph& tg) {
     }
 }
 
+// A task that leaves its waits to its op may notify before they are met, when it has no work.
+// Its consumers still wait for its tile's part 0, which must itself wait, for all of them: then whatever a consumer
+// could rely on through this task's waits it gets through part 0's (the simulation below treats every wait as made).
+void check_waits_in_op(const Graph& g, const TaskGraph& tg) {
+  for (size_t i = 0; i < tg.tasks.size(); ++i) {
+    const Task& t = tg.tasks[i];
+    if (!t.waits_in_op) continue;
+    const std::string name = tg.task_name(g, static_cast<int32_t>(i));
+    if (t.part <= 0 || static_cast<size_t>(t.part) > i) broken(name + " leaves its waits to its op but is not a part above 0");
+    const Task& first = tg.tasks[i - static_cast<size_t>(t.part)];  // parts of a tile are adjacent (lower)
+    const bool same_tile = first.node == t.node && first.part == 0 && first.tile.row0 == t.tile.row0 &&
+                           first.tile.row1 == t.tile.row1 && first.tile.col0 == t.tile.col0 && first.tile.col1 == t.tile.col1;
+    if (!same_tile || first.waits_in_op) broken(name + " leaves its waits to its op, but its tile has no part 0 that waits");
+    for (const TaskWait& w : t.waits)
+      if (std::none_of(first.waits.begin(), first.waits.end(), [&](const TaskWait& f) { return f.event == w.event && f.count == w.count; }))
+        broken(name + " leaves its wait on " + tg.event_name(g, w.event) + " to its op, and part 0 of its tile does not make it");
+  }
+}
+
 SimulationStats simulate(const Graph& g, const TaskGraph& tg, const Schedule& s, const MemoryPlan& plan, const SimulationOptions& o) {
   check_waits_satisfiable(g, tg);
+  check_waits_in_op(g, tg);
   const size_t num_tasks = tg.tasks.size();
   {
     std::vector<int> seen(num_tasks, 0);

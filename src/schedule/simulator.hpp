@@ -24,6 +24,10 @@ struct SimulationStats {
 // Static check: each wait's count equals what its event's notifiers add per launch.
 void check_waits_satisfiable(const Graph& g, const TaskGraph& tg);
 
+// Static check: a task that leaves its waits to its op (Task::waits_in_op) is a part above 0 whose tile's part 0
+// makes every one of them itself. simulate() runs it; throws Status::internal naming the task and the wait.
+void check_waits_in_op(const Graph& g, const TaskGraph& tg);
+
 SimulationStats simulate(const Graph& g, const TaskGraph& tg, const Schedule& s, const MemoryPlan& plan,
                          const SimulationOptions& options);
 

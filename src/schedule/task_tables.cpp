@@ -10,7 +10,7 @@ namespace weft {
 namespace {
 
 constexpr uint32_t kMagic = 0x54464557;  // "WEFT"
-constexpr uint32_t kVersion = 3;  // 2: weft_task::clip; 3: scratch words
+constexpr uint32_t kVersion = 4;  // 2: weft_task::clip; 3: scratch words; 4: waits an op makes itself
 
 struct Header {  // 48 bytes
   uint32_t magic, version;
@@ -45,7 +45,7 @@ TaskTables build_task_tables(const TaskGraph& tg, const Schedule& s, int32_t num
     weft_task d{};
     d.op = task.dev_op;
     d.wait_begin = static_cast<int32_t>(t.waits.size());
-    d.wait_count = static_cast<int32_t>(task.waits.size());
+    d.wait_count = static_cast<int32_t>(task.waits.size()) * (task.waits_in_op ? -1 : 1);  // < 0: the op's own
     d.notify_begin = static_cast<int32_t>(t.notifies.size());
     d.notify_count = static_cast<int32_t>(task.notifies.size());
     d.clip = task.clip;
@@ -126,7 +126,8 @@ TaskTables parse_task_tables(const std::string& blob) {
   // Every index the device will follow must be in range: a bad table would be an out-of-bounds access there.
   auto in = [](int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; };
   for (const weft_task& d : t.tasks) {
-    if (!in(d.op, 0, WEFT_DEV_OP_COUNT - 1) || !in(d.wait_begin, 0, h.num_waits) || !in(d.wait_count, 0, h.num_waits - d.wait_begin) ||
+    const int64_t waits = d.wait_count < 0 ? -static_cast<int64_t>(d.wait_count) : d.wait_count;
+    if (!in(d.op, 0, WEFT_DEV_OP_COUNT - 1) || !in(d.wait_begin, 0, h.num_waits) || !in(waits, 0, h.num_waits - d.wait_begin) ||
         !in(d.notify_begin, 0, h.num_notifies) || !in(d.notify_count, 0, h.num_notifies - d.notify_begin) ||
         !in(d.args.out, 0, t.num_slots - 1))
       fail(Status::cache, "task tables: a task has out-of-range indices");
@@ -149,6 +150,10 @@ TaskTables parse_task_tables(const std::string& blob) {
                         in(parts * rows * cols, 0, t.scratch_words - block) && in(a.d[f.counter], 0, t.scratch_words - 1);
       if (!fits) fail(Status::cache, "task tables: a split task's scratch lies outside the scratch words");
     }
+    // Only an op that waits for itself may be handed its waits (the others would run unordered): a part above 0
+    // of a split attention tile (task_abi.h, weft_task::wait_count).
+    if (d.wait_count < 0 && !(d.op == WEFT_DEV_OP_ATTENTION_DECODE_QKV && split_task(d) && a.d[10] > 0))
+      fail(Status::cache, "task tables: a task leaves its waits to an op that does not make them");
   }
   for (const weft_wait& w : t.waits)
     if (!in(w.event, 0, t.num_events - 1)) fail(Status::cache, "task tables: a wait names a missing event");

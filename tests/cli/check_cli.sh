@@ -21,6 +21,12 @@ expect() {  # expect PATTERN COMMAND...
 }
 expect "cache +hit" "$weft" compile "$tmp/g.json" --arch sm_90a --set batch=1
 expect "task graph for sm_90a" "$weft" inspect "$tmp/g.json" --set batch=2
+# WEFT_ATTENTION_SPLIT reaches inspect as it does compile: its 4096-row cache splits each kv head's tile in 8 parts,
+# or none at 1; a value out of range is refused, by name.
+expect "attention_decode_qkv +l0.attn +1x8x8p " "$weft" inspect "$tmp/g.json" --set batch=1
+expect "attention_decode_qkv +l0.attn +1x8 " env WEFT_ATTENTION_SPLIT=1 "$weft" inspect "$tmp/g.json" --set batch=1
+if WEFT_ATTENTION_SPLIT=9 "$weft" inspect "$tmp/g.json" > /dev/null 2> "$tmp/err"; then echo "a split limit of 9 was taken"; exit 1; fi
+grep -q "WEFT_ATTENTION_SPLIT='9'" "$tmp/err" || { cat "$tmp/err"; exit 1; }
 expect "entries +1" "$weft" cache stats
 expect "weft_megakernel" "$weft" cache list
 expect "1 entries ok" "$weft" cache verify

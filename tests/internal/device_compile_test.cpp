@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -34,6 +35,24 @@ const char* const kEventsKernel =
     "  if (weft_dev_error_raised(env)) weft_dev_record_error(env, WEFT_DEV_ERR_DEADLOCK, 1u, 2u, 3u);\n"
     "  weft_event_notify(&counters[1]);\n"
     "}\n";
+
+// A kernel cache in a fresh folder under /tmp, removed with it; `kc` is null when the folder could not be made.
+struct TempKernelCache {
+  explicit TempKernelCache(const std::string& prefix) {
+    std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return;
+    dir = tmpl;
+    cache::Options o;
+    o.dir = dir / "cache";
+    kc = std::make_unique<cache::KernelCache>(o);
+  }
+  ~TempKernelCache() {
+    kc.reset();
+    if (!dir.empty()) fs::remove_all(dir);
+  }
+  fs::path dir;
+  std::unique_ptr<cache::KernelCache> kc;
+};
 
 bool is_elf(const std::vector<char>& b) {
   return b.size() > 4 && b[0] == '\x7f' && b[1] == 'E' && b[2] == 'L' && b[3] == 'F';
@@ -272,12 +291,10 @@ TEST(DeviceCompile, DumpDirKeepsTheLogOfAFailure) {
 // CUDA-core kernel); a cache hit returns what was recorded.
 TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
-  char tmpl[] = "/tmp/weft-devlib-choice-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  TempKernelCache tmp("weft-devlib-choice");
+  ASSERT_NE(tmp.kc, nullptr);
+  cache::KernelCache& kc = *tmp.kc;
   {
-    cache::Options o;
-    o.dir = fs::path(tmpl) / "cache";
-    cache::KernelCache kc(o);
     const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
     for (int64_t batch : {1, 4}) {
       CompileRequest req;
@@ -316,7 +333,6 @@ TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
       EXPECT_EQ(hit.smem_bytes, r.smem_bytes) << arch;
     }
   }
-  fs::remove_all(tmpl);
 }
 
 // $WEFT_ATTENTION_SPLIT caps the parts of a split attention tile: it changes the tables, so it enters the cache
@@ -324,12 +340,10 @@ TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
 // invalid_argument naming the variable and the range, before anything compiles.
 TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
   ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
-  char tmpl[] = "/tmp/weft-attn-split-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  TempKernelCache tmp("weft-attn-split");
+  ASSERT_NE(tmp.kc, nullptr);
+  cache::KernelCache& kc = *tmp.kc;
   {
-    cache::Options o;
-    o.dir = fs::path(tmpl) / "cache";
-    cache::KernelCache kc(o);
     const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
     CompileRequest req;
     req.symbols = SymbolValues(g.symbols().size(), 1);
@@ -358,7 +372,6 @@ TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
       }
     }
   }
-  fs::remove_all(tmpl);
 }
 
 // $WEFT_DEVICE_LIBRARY_DIR: the kernel links the folder's cubin instead of the embedded one, a missing one is an

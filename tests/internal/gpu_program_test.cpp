@@ -281,6 +281,35 @@ TEST(GpuOps, SplitAttentionMatchesTheReference) {
   }
 }
 
+// A split attention tile whose q, k and v come from another op (here an add over 132 SMs' tiles), so that its parts
+// wait for them. With positions given at launch, the parts above 0 leave their waits to the op (it waits only
+// when the part has work: idle parts notify at once); with positions an op computes (a cast), every part waits
+// in the task loop and the prologue's note may be stale. Both against the reference: positions below 64 (part 0
+// alone), 1000 (split, empty parts among them), 4096 (eight parts, and the general path), three launches each.
+TEST(GpuOps, SplitAttentionPartsWaitForTheirInputs) {
+  WEFT_REQUIRE_GPU();
+  for (const bool computed : {false, true}) {
+    const Graph g = split_attention_graph(computed);
+    const TaskGraph tg = lower(g, {}, LowerOptions{132});
+    int deferred = 0;
+    for (const Task& t : tg.tasks)
+      if (t.dev_op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) {
+        ASSERT_FALSE(t.waits.empty()) << g.name() << ": the parts do not wait for qkv";
+        deferred += t.waits_in_op ? 1 : 0;
+      }
+    ASSERT_EQ(deferred, computed ? 0 : 8 * 7) << g.name();
+    for (const int64_t most : {64, 1000, 4096})
+      for (uint32_t seed : {1u, 2u}) {
+        try {
+          const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, seed, most, 3, nullptr});
+          EXPECT_TRUE(problems.empty()) << g.name() << " positions < " << most << " seed " << seed << joined(problems);
+        } catch (const Error& e) {
+          ADD_FAILURE() << g.name() << " positions < " << most << " seed " << seed << ": " << e.what();
+        }
+      }
+  }
+}
+
 // One-row tiles (batch-1 decode) against the reference, in every dtype: rmsnorm_linear rows normalized with x in
 // registers and the norm weight copied beside them (K 1024, 2048, 4096: up to two 16-byte vectors per thread,
 // rmsnorm_row_weight_async) and by norm_row (K 8192); tiles (132 SMs) of 25 rows with bias and residual, of 2 rows

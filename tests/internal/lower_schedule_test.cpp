@@ -2,6 +2,7 @@
 // verified under random interleavings at 1, 7, 132 and 148 SMs, and broken task graphs that must be caught.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -179,6 +180,72 @@ TEST(Lowering, AttentionSplitsOverTimestepsWhereTheCacheIsLong) {
         EXPECT_THROW(parse_task_tables(serialize_task_tables(parsed)), Error) << what;
         break;
       }
+  }
+}
+
+// A split attention tile's parts above 0 leave their waits to the op (it waits only where the part has work: at a
+// short context they have none and notify at once) exactly where the positions are ready at launch: in a decoder
+// and with positions given, not where an op computes them (the prologue's reading could be stale) nor in an
+// unsplit tile. Part 0 always waits, for all of them; the simulator refuses tables where it does not, and the task
+// tables refuse a negative wait count anywhere but on such a part.
+TEST(Lowering, IdleAttentionPartsLeaveTheirWaitsToTheOp) {
+  auto lowered = [](const Graph& g, int32_t limit) {
+    TaskGraph tg = lower(g, SymbolValues(g.symbols().size(), 1), LowerOptions{132, WEFT_SMEM_BYTES_BASE, limit});
+    const MemoryPlan plan = plan_memory(g, tg);
+    finalize_events(tg);
+    const Schedule sch = schedule_static(tg, 132);
+    EXPECT_NO_THROW(simulate(g, tg, sch, plan, SimulationOptions{5, 2})) << g.name();
+    return std::pair{std::move(tg), sch};
+  };
+  DecoderShape shape = qwen3_0_6b_shape();
+  shape.layers = 2;
+  shape.vocab = 1000;
+  shape.max_seq = 4096;
+  const Graph decoder = build_decoder_graph(shape);
+  for (const auto& [g, limit, deferred] : std::vector<std::tuple<Graph, int32_t, bool>>{
+           {decoder, WEFT_ATTN_MAX_SPLIT, true}, {decoder, 1, false},
+           {split_attention_graph(false), WEFT_ATTN_MAX_SPLIT, true}, {split_attention_graph(true), WEFT_ATTN_MAX_SPLIT, false}}) {
+    const std::string what = g.name() + " limit " + std::to_string(limit);
+    auto [tg, sch] = lowered(g, limit);
+    int in_op = 0;
+    for (const Task& t : tg.tasks) {
+      const bool attention = t.dev_op == WEFT_DEV_OP_ATTENTION_DECODE_QKV;
+      if (attention) {
+        EXPECT_FALSE(t.waits.empty()) << what << ": attention waits for nothing";
+      }
+      EXPECT_EQ(t.waits_in_op, deferred && attention && t.part > 0) << what << ": " << tg.task_name(g, int32_t(&t - tg.tasks.data()));
+      in_op += t.waits_in_op ? 1 : 0;
+    }
+    if (!deferred) {
+      EXPECT_EQ(in_op, 0) << what;
+      continue;
+    }
+    // The tables say it with a negative count, and keep it.
+    const TaskTables tables = build_task_tables(tg, sch, static_cast<int32_t>(g.tensors().size()));
+    const TaskTables parsed = parse_task_tables(serialize_task_tables(tables));
+    size_t part0 = 0;
+    std::vector<size_t> refused;  // part 0 of a tile, and a waiting task of an op that does not wait for itself
+    for (size_t i = 0; i < tg.tasks.size(); ++i) {
+      const int32_t n = static_cast<int32_t>(tg.tasks[i].waits.size());
+      EXPECT_EQ(parsed.tasks[i].wait_count, tg.tasks[i].waits_in_op ? -n : n) << what;
+      if (tg.tasks[i].dev_op == WEFT_DEV_OP_ATTENTION_DECODE_QKV && tg.tasks[i].part == 0) part0 = i;
+      if (tg.tasks[i].dev_op != WEFT_DEV_OP_ATTENTION_DECODE_QKV && n > 0 && refused.empty()) refused.push_back(i);
+    }
+    refused.push_back(part0);
+    for (const size_t i : refused) {
+      TaskTables broken = parsed;
+      broken.tasks[i].wait_count = -std::abs(broken.tasks[i].wait_count);
+      EXPECT_THROW(parse_task_tables(serialize_task_tables(broken)), Error) << what << ": task " << i;
+    }
+    // Part 0 must make every wait a part leaves to its op, and be there.
+    const size_t part1 = part0 + 1;
+    ASSERT_TRUE(tg.tasks[part1].waits_in_op) << what;
+    TaskGraph fewer = tg;
+    fewer.tasks[part0].waits.pop_back();
+    EXPECT_THROW(check_waits_in_op(g, fewer), Error) << what;
+    TaskGraph first = tg;
+    first.tasks[part0].waits_in_op = true;
+    EXPECT_THROW(check_waits_in_op(g, first), Error) << what;
   }
 }
 
