@@ -6,7 +6,9 @@
 //   whole:   p + 1 timesteps fit the unsplit path: part 0 runs it (its code unchanged, attention_qkv_smem<..., false>)
 //            and the others have nothing to do. A part costs about as much as a short whole tile (docs/perf.md
 //            round 24), so short contexts are not split.
-//   split:   the fewest parts 2^k (k >= 1) whose share per = ceil((p + 1) / 2^k) fits the split plan: part j takes
+//   split:   2^k parts (k >= 1), k the largest whose share per = ceil((p + 1) / 2^k) keeps kAttnMinPartSteps
+//            timesteps, but at least the fewest whose share fits the split plan (a part's prologue copies its rows
+//            and its run walks them: both ~proportional, on the critical path; docs/perf.md round 25): part j takes
 //            timesteps [j per, min((j + 1) per, p + 1)), writes its entry of the tile's block (its normalized
 //            output, max and exp-sum per head), and every part adds 1 to the tile's arrival counter; the last to
 //            arrive merges (attn_split_merge).
@@ -55,6 +57,10 @@ __device__ __forceinline__ AttnSmemPlan attn_split_plan(const weft_task_args* a,
 
 enum AttnSplitMode { kAttnWhole, kAttnSplit, kAttnGeneral };
 
+// The fewest timesteps a part of a split tile is given where more parts would take fewer (a part costs about a
+// short whole tile's time however few it has: docs/perf.md round 24).
+constexpr int kAttnMinPartSteps = 64;
+
 // The mode at position p (clamped: -1 when bad) for plans holding cap_whole / cap_split timesteps, and in split
 // mode the part's timesteps [t0, t0 + steps) of at most `per`. Shifts, not 64-bit divisions.
 struct AttnPart {
@@ -68,16 +74,19 @@ __device__ __forceinline__ AttnPart attn_split_part(i64 p, const AttnSplit& sp, 
     r.mode = kAttnWhole;
     return r;
   }
+  i64 per = 0;
   for (int k = 1; k <= sp.shift; ++k) {
-    const i64 per = (p + (i64{1} << k)) >> k;  // ceil((p + 1) / 2^k)
-    if (per > cap_split) continue;
-    const int end = static_cast<int>(p) + 1;
-    r.mode = kAttnSplit;
-    r.per = static_cast<int>(per);
-    r.t0 = sp.part * r.per;
-    r.steps = r.t0 + r.per < end ? r.per : end > r.t0 ? end - r.t0 : 0;
-    return r;
+    const i64 share = (p + (i64{1} << k)) >> k;  // ceil((p + 1) / 2^k)
+    if (share > cap_split) continue;             // more parts
+    if (per != 0 && share < kAttnMinPartSteps) break;
+    per = share;                                 // the first that fits, then more parts while each keeps enough
   }
+  if (per == 0) return r;
+  const int end = static_cast<int>(p) + 1;
+  r.mode = kAttnSplit;
+  r.per = static_cast<int>(per);
+  r.t0 = sp.part * r.per;
+  r.steps = r.t0 + r.per < end ? r.per : end > r.t0 ? end - r.t0 : 0;
   return r;
 }
 

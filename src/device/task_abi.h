@@ -192,7 +192,8 @@ struct weft_queues {
 //                   dtype, i1=rope scaling, i2=rope style. Tile: one row x one kv head's q heads.
 //                   Split over the timesteps (split-KV; d9 = P >= 2 parts, a power of two <= WEFT_ATTN_MAX_SPLIT;
 //                   0 otherwise; bf16 / f16, hd 64 or 128): P tasks share the tile, task d10 = p attending over
-//                   timesteps [p n, min((p + 1) n, pos + 1)), n = ceil((pos + 1) / P); the part holding pos
+//                   timesteps [p n, min((p + 1) n, pos + 1)), n = ceil((pos + 1) / 2^k) for the 2^k <= P parts the
+//                   device picks per step (attention_split.cuh: those past pos + 1 are empty); the part holding pos
 //                   writes the new k / v row into the caches. Each non-empty part writes its entry of the tile's
 //                   block (d11: P entries of 2 group hd f32 words: its normalized output [group][hd], then
 //                   its max [group] and exp-sum [group]) and every part adds 1 to the tile's arrival counter

@@ -248,10 +248,11 @@ TEST(GpuOps, HalfPrecisionAttentionMatchesTheReference) {
 }
 
 // Split-KV attention (ATTENTION_DECODE_QKV over its timesteps, task_abi.h) against the reference at batch 1: a
-// cache of 4096 rows gives each kv head 8 parts, and each step uses as few as fit the shared-memory path (Qwen3's
-// heads: ~290 timesteps per part, Llama's: ~560). Positions below 64 run whole in part 0 (the others idle);
-// below 1000 in 1, 2 or 4 parts (empty parts arrive too, and the last to arrive merges); below 4096 also in 8
-// parts, and (Qwen3's heads past ~2350) whole in part 0 on the general path. Qwen3-0.6B's heads (q and k norms,
+// cache of 4096 rows gives each kv head 8 parts, and each step uses as many as keep 64 timesteps each, at least as
+// many as fit the shared-memory path (Qwen3's heads: ~290 timesteps per part, Llama's: ~560). Positions below 64
+// run whole in part 0 (the others idle); below 1000 whole or in 4 or 8 parts (empty parts arrive too, and the last
+// to arrive merges); below 4096 also in 8 parts of up to ~290, and (Qwen3's heads past ~2350) whole in part 0 on the
+// general path. Qwen3-0.6B's heads (q and k norms,
 // group 2, head_dim 128) and Llama-3.2-1B's (group 4, head_dim 64), three launches per case (the caches carry over).
 TEST(GpuOps, SplitAttentionMatchesTheReference) {
   WEFT_REQUIRE_GPU();
