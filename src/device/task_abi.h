@@ -197,7 +197,8 @@ struct weft_queues {
 //                   writes the new k / v row into the caches. Each non-empty part writes its entry of the tile's
 //                   block (d11: P entries of 2 group hd f32 words: its normalized output [group][hd], then
 //                   its max [group] and exp-sum [group]) and every part adds 1 to the tile's arrival counter
-//                   (d12, u32); the part that brings it to a multiple of P merges the entries and stores the tile. Where n timesteps do not fit the shared-memory path (or the position is
+//                   (d12, u32); the part that brings it to a multiple of P merges the entries and stores the
+//                   tile. Where n timesteps do not fit the shared-memory path (or the position is
 //                   bad), part 0 runs the whole tile unsplit and the others nothing. Events count P per launch.
 //                   Scratch as for LINEAR's split.
 //  CONCAT           in: up to 6 inputs, each [outer, A_j, inner]. d0=outer, d1=inner, d2..d7 = A_j (0 unused),

@@ -328,8 +328,9 @@ std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Regio
 // attention_decode_qkv split over its timesteps (split-KV, task_abi.h). A layer's attention is one task per kv head,
 // whose shared-memory path holds a few hundred timesteps (attn_smem_plan); a longer cache went to the general path,
 // which walks it in chunks from memory. Split into P parts, a tile's timesteps go to as many parts as keep ~64 each,
-// and at least as many as fit that path (the device decides per step, attn_split_part): at most WEFT_ATTN_MAX_SPLIT, the tiles times P within the SMs. Each
-// part costs about a whole short tile's time (docs/perf.md round 24), so a cache that fits unsplit is not split.
+// and at least as many as fit that path (the device decides per step, attn_split_part): P at most
+// WEFT_ATTN_MAX_SPLIT, the tiles times P within the SMs. Each part costs about a whole short tile's time
+// (docs/perf.md round 24), so a cache that fits unsplit is not split.
 int64_t attention_parts(const LowerCtx& c, int64_t tiles) {
   const int64_t hd = c.attr_int("head_dim"), group = c.attr_int("num_q_heads") / c.attr_int("num_kv_heads");
   const int64_t s_dim = c.in_shape(1)[1];
