@@ -156,8 +156,9 @@ __device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, co
 }
 
 // After the wait, with x rows staged in shared memory at xs (row stride K): consumes the stream. out(row, n, acc)
-// stores one result; with R == 1, out.pre(row, n) loads what an output adds (an Out::Pre) ahead of its sum and
-// out.store(row, n, acc, pre) stores it (LinearOut, ops_linear.cuh). R >= the tile's x rows.
+// stores one result; with R == 1, out.pre(row, n) loads what an output adds (an Out::Pre) ahead of its sum,
+// out.value(acc, pre) adds it and out.put(row, n, value) stores it (LinearOut, ops_linear.cuh). R >= the tile's x
+// rows.
 template <typename T, int R, int U, typename Out>
 __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const T* w, const GemvStream& st,
                                                   const T* xs, char* smem, Out out) {
@@ -179,6 +180,7 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
   // One x row: lane j holds the bias and residual of this warp's output row 32 * i + j, loaded a batch of 32 rows
   // ahead. Loaded when a row's sum was done, each cost the warp an L2 round trip while its ring drained.
   typename Out::Pre pre{};
+  float done = 0.0f;  // R == 1: lane j's output of row 32 * i + j, stored with the batch's last
   if constexpr (R == 1) {
     if (st.n0 + lane() < st.n1) pre = out.pre(a->row0, st.n0 + lane());
   }
@@ -204,13 +206,18 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
       }
     }
     slot = slot + 1 == kGemvStages ? 0 : slot + 1;
-    if (R == 1 && use.part + 1 == st.spr) {  // a weight row is done: lane (row % 32) stores it
+    if (R == 1 && use.part + 1 == st.spr) {  // a weight row is done: lane (row % 32) keeps it
       const float v = warp_sum(acc[0]);
       acc[0] = 0.0f;
       const int j = static_cast<int>(use.row & 31);
-      if (lane() == j) out.store(a->row0, st.n0 + use.row, v, pre);
-      const i64 next = st.n0 + use.row + 1 + lane();
-      if (j == 31 && next < st.n1) pre = out.pre(a->row0, next);
+      if (lane() == j) done = out.value(v, pre);
+      // A batch of 32 rows (or the warp's last) done: one coalesced store of them all, not a 2-byte store per
+      // row (batch 1 0.3-0.9% faster, H200, docs/perf.md round 26).
+      if (j == 31 || st.n0 + use.row + 1 == st.n1) {
+        if (lane() <= j) out.put(a->row0, st.n0 + use.row - j + lane(), done);
+        const i64 next = st.n0 + use.row + 1 + lane();
+        if (next < st.n1) pre = out.pre(a->row0, next);
+      }
     } else if (use.part + 1 == st.spr) {  // a weight row is done: its dot products, lane r storing row r
       float res = 0.0f;
 #pragma unroll

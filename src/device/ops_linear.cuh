@@ -229,18 +229,20 @@ struct LinearOut {
     if (res != nullptr) v += to_f(res[row * n_dim + n]);
     o[row * n_dim + n] = from_f<T>(v);
   }
-  // The same in two parts, for a caller that loads an output's bias and residual ahead of its sum (gemv_stream.cuh).
+  // The same in three parts, for a caller that loads an output's bias and residual ahead of its sum and stores
+  // several outputs at once (gemv_stream.cuh): pre loads, value adds, put rounds and stores.
   struct Pre {
     float b, r;
   };
   __device__ __forceinline__ Pre pre(i64 row, i64 n) const {
     return Pre{bias != nullptr ? to_f(bias[n]) : 0.0f, res != nullptr ? to_f(res[row * n_dim + n]) : 0.0f};
   }
-  __device__ __forceinline__ void store(i64 row, i64 n, float v, const Pre& p) const {
+  __device__ __forceinline__ float value(float v, const Pre& p) const {
     if (bias != nullptr) v += p.b;
     if (res != nullptr) v += p.r;
-    o[row * n_dim + n] = from_f<T>(v);
+    return v;
   }
+  __device__ __forceinline__ void put(i64 row, i64 n, float v) const { o[row * n_dim + n] = from_f<T>(v); }
 };
 
 // A plain linear's x rows (`width` elements each, `lds` apart) into shared memory at row stride ldx: by cp.async

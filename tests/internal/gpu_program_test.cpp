@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "lower/task_graph.hpp"
+#include "schedule/schedule.hpp"
 #include "gpu_test_util.hpp"
 #include "shape_util.hpp"
 #include "test_models.hpp"
@@ -338,6 +339,32 @@ TEST(GpuOps, OneRowTilesMatchTheReference) {
       } catch (const Error& e) {
         ADD_FAILURE() << spec.op << " " << dtype_name(dt) << " N " << n << ": " << e.what();
       }
+    }
+  }
+}
+
+// Streamed one-row tiles back to back in every SM's queue (gemv_chain_graph: each tile's weight stages follow the
+// last tile's in its warp's ring; outputs stored 32 rows at a time, some warps with one row or none) against the
+// reference, in bf16 and f16, over three launches.
+TEST(GpuOps, ConsecutiveGemvTilesMatchTheReference) {
+  WEFT_REQUIRE_GPU();
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const Graph g = gemv_chain_graph(dt);
+    TaskGraph tg = lower(g, {}, LowerOptions{132});
+    finalize_events(tg);
+    const Schedule s = schedule_static(tg, 132);
+    int chained = 0;
+    for (const auto& q : s.queues)
+      for (size_t i = 0; i + 1 < q.size(); ++i) {
+        const int op = tg.tasks[static_cast<size_t>(q[i + 1])].dev_op;
+        chained += op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_RMSNORM_LINEAR || op == WEFT_DEV_OP_SILU_MUL_LINEAR;
+      }
+    ASSERT_GE(chained, 4 * 100) << "the test's queues do not hold linear tiles back to back";
+    try {
+      const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, 11, 0, 3, nullptr});
+      EXPECT_TRUE(problems.empty()) << dtype_name(dt) << joined(problems);
+    } catch (const Error& e) {
+      ADD_FAILURE() << dtype_name(dt) << ": " << e.what();
     }
   }
 }

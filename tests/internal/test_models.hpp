@@ -39,4 +39,33 @@ inline Graph split_attention_graph(bool computed) {
   return g;
 }
 
+// One-row linears in a row, as a decode step's layers chain them: each SM's queue holds a tile of every op in turn.
+// Weight rows of 1, 2 and 4 units per lane and stage (K 768, 512, 1024 and up), 1 to 4 stages per row, per warp 0 to
+// ~5 stages and 0 to ~38 output rows, with bias, residual, the norm and SwiGLU x stages between them.
+inline Graph gemv_chain_graph(DType dt) {
+  Graph g("gemv_chain");
+  auto tensor = [&](TensorKind kind, const char* name, std::vector<int64_t> dims) {
+    Shape s;
+    for (int64_t d : dims) s.push_back(Dim::fixed(d));
+    return g.add_tensor(kind, name, dt, s);
+  };
+  const TensorKind w = TensorKind::weight;
+  const TensorId x = tensor(TensorKind::input, "x", {1, 512});
+  const TensorId a = g.add_op("linear", {x, tensor(w, "wa", {1024, 512})}, {}, "a");  // 2 units, 1 stage per row
+  const TensorId b = g.add_op("rmsnorm_linear", {a, tensor(w, "nb", {1024}), tensor(w, "wb", {4096, 1024})},
+                              {{"eps", 1e-5}}, "b");                                    // 4 units, ~4 stages per warp
+  const TensorId c = g.add_op("silu_mul_linear", {b, tensor(w, "wc", {1024, 2048}), tensor(w, "bc", {1024}), a}, {},
+                              "c");                                                     // 2 stages per row, residual
+  const TensorId d = g.add_op("linear", {c, tensor(w, "wd", {768, 1024})}, {}, "d");  // 0 or 1 stage per warp
+  const TensorId e = g.add_op("linear", {d, tensor(w, "we", {2000, 768})}, {}, "e");  // 1 unit, 3 stages per row
+  const TensorId f = g.add_op("rmsnorm_linear", {c, tensor(w, "nf", {1024}), tensor(w, "wf", {3000, 1024})},
+                              {{"eps", 1e-5}}, "f");
+  // ~300 rows per tile: warps of ~38 rows store a batch of 32 outputs, then the rest.
+  const TensorId h = g.add_op("linear", {a, tensor(w, "wh", {40000, 1024})}, {}, "h");
+  g.mark_output(e, "");
+  g.mark_output(f, "");
+  g.mark_output(h, "");
+  return g;
+}
+
 }  // namespace weft::test
