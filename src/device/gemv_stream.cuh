@@ -212,7 +212,8 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
       const int j = static_cast<int>(use.row & 31);
       if (lane() == j) done = out.value(v, pre);
       // A batch of 32 rows (or the warp's last) done: one coalesced store of them all, not a 2-byte store per
-      // row (batch 1 0.3-0.9% faster, H200, docs/perf.md round 26).
+      // row (32x fewer store instructions; batch 1 per token within -0.9% .. +0.7% of row-at-a-time stores, 0.3%
+      // faster on average over two H200 runs, docs/perf.md round 26).
       if (j == 31 || st.n0 + use.row + 1 == st.n1) {
         if (lane() <= j) out.put(a->row0, st.n0 + use.row - j + lane(), done);
         const i64 next = st.n0 + use.row + 1 + lane();
