@@ -344,8 +344,8 @@ TEST(GpuOps, OneRowTilesMatchTheReference) {
 }
 
 // Streamed one-row tiles back to back in every SM's queue (gemv_chain_graph: each tile's weight stages follow the
-// last tile's in its warp's ring; outputs stored 32 rows at a time, some warps with one row or none) against the
-// reference, in bf16 and f16, over three launches.
+// last tile's in its warp's ring; outputs stored 32 rows at a time, warps of 1 to 38 rows) against the reference, in
+// bf16 and f16, over three launches.
 TEST(GpuOps, ConsecutiveGemvTilesMatchTheReference) {
   WEFT_REQUIRE_GPU();
   for (DType dt : {DType::bf16, DType::f16}) {

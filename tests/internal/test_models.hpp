@@ -40,8 +40,8 @@ inline Graph split_attention_graph(bool computed) {
 }
 
 // One-row linears in a row, as a decode step's layers chain them: each SM's queue holds a tile of every op in turn.
-// Weight rows of 1, 2 and 4 units per lane and stage (K 768, 512, 1024 and up), 1 to 4 stages per row, per warp 0 to
-// ~5 stages and 0 to ~38 output rows, with bias, residual, the norm and SwiGLU x stages between them.
+// Weight rows of 1, 2 and 4 units per lane and stage (K 768, 512, 1024 and up), 1 to 3 stages per row, 1 to 38
+// output rows per warp, with bias, residual, the norm and SwiGLU x stages between them.
 inline Graph gemv_chain_graph(DType dt) {
   Graph g("gemv_chain");
   auto tensor = [&](TensorKind kind, const char* name, std::vector<int64_t> dims) {
@@ -56,7 +56,7 @@ inline Graph gemv_chain_graph(DType dt) {
                               {{"eps", 1e-5}}, "b");                                    // 4 units, ~4 stages per warp
   const TensorId c = g.add_op("silu_mul_linear", {b, tensor(w, "wc", {1024, 2048}), tensor(w, "bc", {1024}), a}, {},
                               "c");                                                     // 2 stages per row, residual
-  const TensorId d = g.add_op("linear", {c, tensor(w, "wd", {768, 1024})}, {}, "d");  // 0 or 1 stage per warp
+  const TensorId d = g.add_op("linear", {c, tensor(w, "wd", {768, 1024})}, {}, "d");  // 1 stage per warp
   const TensorId e = g.add_op("linear", {d, tensor(w, "we", {2000, 768})}, {}, "e");  // 1 unit, 3 stages per row
   const TensorId f = g.add_op("rmsnorm_linear", {c, tensor(w, "nf", {1024}), tensor(w, "wf", {3000, 1024})},
                               {{"eps", 1e-5}}, "f");
