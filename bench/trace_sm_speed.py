@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Whether the tiles of an op run slower on some SMs than on others, and always the same SMs, in a WEFT_TRACE file.
+"""Whether the tiles of an op run slower on some SMs (or blocks) than on others, and always the same ones, in a WEFT_TRACE.
 
 For every instance of the ops whose output tensor name matches a regex (default: the decode step's linears), each
-task's run time (after its wait) over the instance's median; per SM, the mean of those ratios over the even-numbered
-and the odd-numbered instances apart (the correlation of the two halves says whether an SM's speed is its own or
-chance), the slowest and fastest SMs, and per op kind what the slowest task costs over the mean one (what equal
-finishing times would save at most, per instance and per step).
+task's run time (after its wait) over the instance's median; per SM (--by block: per block, i.e. per queue), the
+mean of those ratios over the even-numbered and the odd-numbered instances apart (the correlation of the two halves
+says whether an SM's speed is its own or chance), the slowest and fastest ones, and per op kind what the slowest
+task costs over the mean one (what equal finishing times would save at most, per instance and per step). Blocks
+are the same queues in every launch; which SM runs a block is not.
 
-    python3 bench/trace_sm_speed.py trace.json ['gate_up|qkv|h_mlp|h_attn|logits']
+    python3 bench/trace_sm_speed.py trace.json ['gate_up|qkv|h_mlp|h_attn|logits'] [--by block]
 """
 import argparse
 import collections
@@ -32,14 +33,15 @@ def main():
     ap.add_argument("pattern", nargs="?", default=r"gate_up|qkv|h_mlp|h_attn|logits",
                     help="regex on the op's output tensor name")
     ap.add_argument("--show", type=int, default=8, help="slowest and fastest SMs printed (default 8 each)")
-    ap.add_argument("--out", default=None, help="JSON with each SM's mean ratio")
+    ap.add_argument("--by", choices=("sm", "block"), default="sm", help="group the tasks by SM (default) or block")
+    ap.add_argument("--out", default=None, help="JSON with each SM's (block's) mean ratio")
     args = ap.parse_args()
     pat = re.compile(args.pattern)
     inst = collections.defaultdict(list)  # (step, name) -> [(sm, run us)]
     for e in json.load(open(args.trace))["traceEvents"]:
         if e.get("ph") != "X" or e.get("cat") in ("setup", "wait", "notify") or not pat.search(e.get("name", "")):
             continue
-        inst[(e["args"]["step"], e["name"])].append((e["args"]["sm"], e["dur"]))
+        inst[(e["args"]["step"], e["name"])].append((e["args"]["sm"] if args.by == "sm" else e["tid"], e["dur"]))
     if not inst:
         raise SystemExit(f"no task of an op matching '{args.pattern}' in {args.trace}")
     halves = (collections.defaultdict(list), collections.defaultdict(list))
@@ -65,11 +67,12 @@ def main():
     even = [statistics.fmean(halves[0][s]) for s in sms]
     odd = [statistics.fmean(halves[1][s]) for s in sms]
     both = {s: statistics.fmean(halves[0][s] + halves[1][s]) for s in sms}
-    print(f"{len(sms)} SMs, {sum(c[1] for c in cost.values())} op instances over {len(steps)} steps")
-    print(f"per-SM run / instance median: correlation of even and odd instances {correlation(even, odd):.2f}")
+    unit = "SM" if args.by == "sm" else "block"
+    print(f"{len(sms)} {unit}s, {sum(c[1] for c in cost.values())} op instances over {len(steps)} steps")
+    print(f"per-{unit} run / instance median: correlation of even and odd instances {correlation(even, odd):.2f}")
     ranked = sorted(both, key=both.get)
-    print("slowest SMs: " + "  ".join(f"{s}:{both[s]:.3f}" for s in reversed(ranked[-args.show:])))
-    print("fastest SMs: " + "  ".join(f"{s}:{both[s]:.3f}" for s in ranked[:args.show]))
+    print(f"slowest {unit}s: " + "  ".join(f"{s}:{both[s]:.3f}" for s in reversed(ranked[-args.show:])))
+    print(f"fastest {unit}s: " + "  ".join(f"{s}:{both[s]:.3f}" for s in ranked[:args.show]))
     print(f"\n{'op kind':40} {'instances':>9} {'mean run us':>11} {'max - mean us':>13} {'per step us':>11}")
     if args.out:
         with open(args.out, "w") as f:
