@@ -32,7 +32,7 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("pattern", nargs="?", default=r"gate_up|qkv|h_mlp|h_attn|logits",
                     help="regex on the op's output tensor name")
-    ap.add_argument("--show", type=int, default=8, help="slowest and fastest SMs printed (default 8 each)")
+    ap.add_argument("--show", type=int, default=8, help="slowest and fastest SMs (blocks) printed (default 8 each)")
     ap.add_argument("--by", choices=("sm", "block"), default="sm", help="group the tasks by SM (default) or block")
     ap.add_argument("--out", default=None, help="JSON with each SM's (block's) mean ratio")
     args = ap.parse_args()
@@ -73,10 +73,10 @@ def main():
     ranked = sorted(both, key=both.get)
     print(f"slowest {unit}s: " + "  ".join(f"{s}:{both[s]:.3f}" for s in reversed(ranked[-args.show:])))
     print(f"fastest {unit}s: " + "  ".join(f"{s}:{both[s]:.3f}" for s in ranked[:args.show]))
-    print(f"\n{'op kind':40} {'instances':>9} {'mean run us':>11} {'max - mean us':>13} {'per step us':>11}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({str(s): both[s] for s in sms}, f)
+    print(f"\n{'op kind':40} {'instances':>9} {'mean run us':>11} {'max - mean us':>13} {'per step us':>11}")
     n_steps = max(len(steps), 1)
     for kind, (extra, n, mean_sum) in sorted(cost.items(), key=lambda kv: -kv[1][0]):
         print(f"{kind:40} {n:9d} {mean_sum / n:11.2f} {extra / n:13.2f} {extra / n_steps:11.2f}")

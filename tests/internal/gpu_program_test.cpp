@@ -353,13 +353,13 @@ TEST(GpuOps, ConsecutiveGemvTilesMatchTheReference) {
     TaskGraph tg = lower(g, {}, LowerOptions{132});
     finalize_events(tg);
     const Schedule s = schedule_static(tg, 132);
-    int chained = 0;
+    int back_to_back = 0;  // queue entries followed by another linear tile
     for (const auto& q : s.queues)
       for (size_t i = 0; i + 1 < q.size(); ++i) {
         const int op = tg.tasks[static_cast<size_t>(q[i + 1])].dev_op;
-        chained += op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_RMSNORM_LINEAR || op == WEFT_DEV_OP_SILU_MUL_LINEAR;
+        back_to_back += op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_RMSNORM_LINEAR || op == WEFT_DEV_OP_SILU_MUL_LINEAR;
       }
-    ASSERT_GE(chained, 4 * 100) << "the test's queues do not hold linear tiles back to back";
+    ASSERT_GE(back_to_back, 4 * 100) << "the test's queues do not hold linear tiles back to back";
     try {
       const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, 11, 0, 3, nullptr});
       EXPECT_TRUE(problems.empty()) << dtype_name(dt) << joined(problems);

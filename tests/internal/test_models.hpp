@@ -3,6 +3,7 @@
 #pragma once
 
 #include "models/decoder_graph.hpp"
+#include "shape_util.hpp"
 
 namespace weft::test {
 
@@ -44,10 +45,8 @@ inline Graph split_attention_graph(bool computed) {
 // output rows per warp, with bias, residual, the norm and SwiGLU x stages between them.
 inline Graph gemv_chain_graph(DType dt) {
   Graph g("gemv_chain");
-  auto tensor = [&](TensorKind kind, const char* name, std::vector<int64_t> dims) {
-    Shape s;
-    for (int64_t d : dims) s.push_back(Dim::fixed(d));
-    return g.add_tensor(kind, name, dt, s);
+  auto tensor = [&](TensorKind kind, const char* name, std::initializer_list<int64_t> dims) {
+    return g.add_tensor(kind, name, dt, fixed_shape(dims));
   };
   const TensorKind w = TensorKind::weight;
   const TensorId x = tensor(TensorKind::input, "x", {1, 512});
