@@ -16,11 +16,12 @@ regs=$(sed -n 's/^#define WEFT_MAX_REGISTERS \([0-9]*\)$/\1/p' "$root/src/device
 mkdir -p "$out"
 pids=()
 for arch in "${archs[@]}"; do
-  variants=(full simt)
+  variants=(full simt simt_f16)
   [ "$arch" != sm_80 ] && variants+=(wide)
   for variant in "${variants[@]}"; do
     name=$arch defs=()
     [ "$variant" = simt ] && name=${arch}_simt defs=(-DWEFT_DEVLIB_TENSOR_CORES=0)
+    [ "$variant" = simt_f16 ] && name=${arch}_simt_f16 defs=(-DWEFT_DEVLIB_TENSOR_CORES=0 -DWEFT_DEVLIB_ONE_ROW_DTYPE=WEFT_DEV_F16)
     [ "$variant" = wide ] && name=${arch}_wide defs=(-DWEFT_DEVLIB_WIDE_SMEM=1)
     # shellcheck disable=SC2086
     "$nvcc" -std=c++17 -arch="$arch" -rdc=true -cubin -maxrregcount="$regs" "${defs[@]}" ${DEVLIB_NVCC_FLAGS:-} \

@@ -24,7 +24,8 @@ struct EmbeddedBinary {
 const std::vector<EmbeddedFile>& headers();
 
 // The relocatable cubin of the device library `name`: the architecture ("sm_90a", ...) for the full library,
-// with "_simt" appended for the one built without the tensor-core tiles (WEFT_DEVLIB_TENSOR_CORES=0), "_wide" for
+// with "_simt" appended for the one built without the tensor-core tiles (WEFT_DEVLIB_TENSOR_CORES=0), "_simt_f16"
+// for that one with the one-row f16 tiles inlined instead of the bf16 ones (WEFT_DEVLIB_ONE_ROW_DTYPE), "_wide" for
 // the full one built for the wide shared memory (WEFT_DEVLIB_WIDE_SMEM, sm_90 and later).
 EmbeddedBinary library_cubin(std::string_view name);
 

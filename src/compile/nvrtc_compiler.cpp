@@ -95,6 +95,7 @@ class Dump {
     key.push_back(o.line_info ? '1' : '0');
     key.push_back(o.tensor_cores ? '1' : '0');
     key.push_back(o.wide_smem ? '1' : '0');
+    key.push_back(o.one_row_f16 ? '1' : '0');
     for (const std::string& f : o.extra_flags) key += '\0' + f;
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
@@ -242,9 +243,18 @@ std::vector<char> read_library_override(const std::string& dir, const std::strin
   return bytes;
 }
 
+}  // namespace
+
+std::string device_library_name(const CompileOptions& o) {
+  if (!o.tensor_cores) return o.arch + (o.one_row_f16 ? "_simt_f16" : "_simt");
+  return o.wide_smem ? o.arch + "_wide" : o.arch;
+}
+
+namespace {
+
 std::vector<char> jit_link(const std::vector<char>& kernel, const CompileOptions& o, std::string& log, const Dump& dump) {
   const std::string& arch = o.arch;
-  const std::string library = !o.tensor_cores ? arch + "_simt" : o.wide_smem ? arch + "_wide" : arch;
+  const std::string library = device_library_name(o);
   devlib::EmbeddedBinary lib = devlib::library_cubin(library);
   std::vector<char> replaced;
   if (const char* dir = library_override_dir()) {

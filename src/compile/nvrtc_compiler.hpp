@@ -20,7 +20,15 @@ struct CompileOptions {
   // With tensor_cores: link the library built for the wide shared memory ("<arch>_wide", sm_90 and later; the
   // kernel must then be launched with WEFT_SMEM_BYTES_WIDE; see lower_for_device in lower/task_graph.hpp).
   bool wide_smem = false;
+  // Without tensor_cores: link the library whose task loop inlines the one-row f16 tiles ("<arch>_simt_f16")
+  // instead of the bf16 ones ("<arch>_simt"); either runs every tile, the other dtype's out of line
+  // (WEFT_DEVLIB_ONE_ROW_DTYPE, device/gemv_stream.cuh; lower: one_row_tiles_f16).
+  bool one_row_f16 = false;
 };
+
+// The device library a kernel compiled with `options` links: "<arch>", "<arch>_wide", "<arch>_simt" or
+// "<arch>_simt_f16".
+std::string device_library_name(const CompileOptions& options);
 
 struct CompiledKernel {
   std::vector<char> cubin;  // linked, loadable ELF for `arch`
@@ -36,7 +44,8 @@ struct CompiledKernel {
 // With $WEFT_DUMP_DIR set, writes <hash>_kernel.cu, <hash>_nvrtc.log and <hash>_nvjitlink.log there (and
 // <hash>_kernel.cubin on success), <hash> being a short hash of the source and the options.
 // With $WEFT_DEVICE_LIBRARY_DIR set (development: device code rebuilt elsewhere), the device library is read from
-// <dir>/weft_devlib_<arch>[_simt|_wide].cubin instead of the embedded one; Status::io when that file is missing.
+// <dir>/weft_devlib_<device_library_name(options)>.cubin instead of the embedded one; Status::io when that file is
+// missing.
 CompiledKernel compile_kernel(const std::string& generated_source, const CompileOptions& options);
 
 // Hash of the embedded device library (sources and cubins): part of every cache key. With

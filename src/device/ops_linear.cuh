@@ -324,9 +324,16 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
   }
   const GemvStream st = gemv_stream_plan<T>(a, w);
   if (st.units == 0) return false;
+  if constexpr (kOneRow) {  // one unit count inlined (see WEFT_GEMV_OP_RUN); the caller runs the general body
+    if (st.units != kGemvOneRowUnits) return false;
+    stage(xs, rows, k, static_cast<T*>(nullptr));
+    __syncthreads();
+    gemv_stream_units<T, 1, kGemvOneRowUnits>(a, w, st, xs, smem, out);
+    return true;
+  }
   stage(xs, rows, k, static_cast<T*>(nullptr));
   __syncthreads();
-  if (kOneRow || rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
+  if (rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
   else if (rows == 2) gemv_stream_run<T, 2>(a, w, st, xs, smem, out);
   else if (rows <= 4) gemv_stream_run<T, 4>(a, w, st, xs, smem, out);
   else gemv_stream_run<T, kGemvStreamRows>(a, w, st, xs, smem, out);
@@ -335,23 +342,21 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
 
 // Which tiles of the streamed-GEMV ops (linear, rmsnorm_linear, silu_mul_linear) run inlined in the task loop.
 // Code inlined there costs every task of the loop registers and set-up, whether it runs or not (docs/perf.md,
-// rounds 12-14). The CUDA-core library serves batch-1 kernels: there only a tile of one bf16 / f16 x row (a decode
-// step's) is inlined, compiled for that case alone; any other tile calls the op's general body out of line, with
-// pointer operands (~0.6 us per call). The tensor-core library (batched decode, every path hot) inlines them all.
+// rounds 12-14), and time for its size alone (round 27). The CUDA-core library serves batch-1 kernels: there only
+// a tile of one x row of the library's dtype (OneRowT) with kGemvOneRowUnits-unit stages (a decode step's) is
+// inlined, compiled for that case alone; any other tile calls the op's general body out of line, with pointer
+// operands (~0.6 us per call). The tensor-core library (batched decode, every path hot) inlines them all.
 // WEFT_GEMV_OP_RUN is such an op's body: IMPL<T, true> inlined for a one-row tile (it hands a tile it cannot
 // stream to GENERAL), else GENERAL (out of line: IMPL<T, false> for every dtype).
 #if WEFT_DEVLIB_TENSOR_CORES
 #define WEFT_GEMV_OP_RUN(IMPL, GENERAL) WEFT_DISPATCH_FLOAT(a->dtype, IMPL, a, env, smem)
 #else
-#define WEFT_GEMV_OP_RUN(IMPL, GENERAL)                                   \
-  do {                                                                   \
-    const bool one_row = a->row1 - a->row0 == 1;                         \
-    if (one_row && a->dtype == WEFT_DEV_BF16)                            \
-      IMPL<weft_dev::bf16, true>(a, env, smem);                          \
-    else if (one_row && a->dtype == WEFT_DEV_F16)                        \
-      IMPL<weft_dev::f16, true>(a, env, smem);                           \
-    else                                                                 \
-      GENERAL(a, env, smem);                                             \
+#define WEFT_GEMV_OP_RUN(IMPL, GENERAL)                                          \
+  do {                                                                          \
+    if (a->row1 - a->row0 == 1 && a->dtype == WEFT_DEVLIB_ONE_ROW_DTYPE)        \
+      IMPL<weft_dev::OneRowT, true>(a, env, smem);                              \
+    else                                                                        \
+      GENERAL(a, env, smem);                                                    \
   } while (0)
 #endif
 

@@ -113,6 +113,32 @@ __device__ __noinline__ void attention_qkv_prologue(const weft_task_args* a, con
   prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
 }
 
+#if !WEFT_DEVLIB_TENSOR_CORES
+// The weight stream's first stages of a streamed GEMV tile (operand w_in the weight), for every dtype, out of line:
+// the CUDA-core library's linear_stream_prologue_hot inlines only the tiles its task loop inlines.
+__device__ __noinline__ void linear_stream_prologue_any(const weft_task_args* a, const weft_env* env, char* smem,
+                                                        int w_in) {
+  WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, w_in);
+}
+#endif
+// The first stages of a streamed GEMV tile's weights, inlined where the task loop inlines the tile.
+__device__ __forceinline__ void linear_stream_prologue_hot(const weft_task_args* a, const weft_env* env, char* smem,
+                                                           int w_in) {
+#if WEFT_DEVLIB_TENSOR_CORES
+  WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, w_in);
+#else
+  if (a->dtype == WEFT_DEVLIB_ONE_ROW_DTYPE) {  // see OneRowT (gemv_stream.cuh); the same stages as the general one
+    const OneRowT* w = in_ptr<OneRowT>(a, env, w_in);
+    const GemvStream st = gemv_stream_plan<OneRowT>(a, w);
+    if (st.units == kGemvOneRowUnits) {
+      gemv_prologue_units<OneRowT, kGemvOneRowUnits>(a, w, st, smem);
+      return;
+    }
+  }
+  linear_stream_prologue_any(a, env, smem, w_in);
+#endif
+}
+
 // Requests what task `a` (of device op `op`) reads that no event guards. The task loop runs it, with all
 // threads, once per task before the task's waits; the streamed GEMV ops expect it to have run for the same
 // task (it starts the weight stream they consume).
@@ -123,10 +149,10 @@ __device__ __forceinline__ void prefetch_op(int op, const weft_task_args* a, con
       if (mma_tile_chunked(a) && linear_chunked_prologue(a, env, smem)) break;
       [[fallthrough]];
     case WEFT_DEV_OP_SILU_MUL_LINEAR:
-      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 1);
+      linear_stream_prologue_hot(a, env, smem, 1);
       break;
     case WEFT_DEV_OP_RMSNORM_LINEAR:
-      WEFT_DISPATCH_FLOAT(a->dtype, linear_stream_prologue, a, env, smem, 2);
+      linear_stream_prologue_hot(a, env, smem, 2);
       break;
     case WEFT_DEV_OP_ATTENTION_DECODE:
       WEFT_DISPATCH_FLOAT(a->dtype, attention_plain_prologue, a, env, smem);

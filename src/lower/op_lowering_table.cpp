@@ -550,9 +550,25 @@ int64_t mma_x_chunks(const TaskGraph& tg, int32_t smem_bytes) {
   return chunks;
 }
 
+namespace {
+bool is_linear_task(const Task& t) {
+  return t.dev_op == WEFT_DEV_OP_LINEAR || t.dev_op == WEFT_DEV_OP_RMSNORM_LINEAR || t.dev_op == WEFT_DEV_OP_SILU_MUL_LINEAR;
+}
+}  // namespace
+
+bool one_row_tiles_f16(const TaskGraph& tg) {
+  int64_t f16 = 0, bf16 = 0;
+  for (const Task& t : tg.tasks) {
+    if (!is_linear_task(t) || t.args.row1 - t.args.row0 != 1) continue;
+    f16 += t.args.dtype == WEFT_DEV_F16;
+    bf16 += t.args.dtype == WEFT_DEV_BF16;
+  }
+  return f16 > bf16;
+}
+
 bool may_use_tensor_core_tiles(const TaskGraph& tg) {
   for (const Task& t : tg.tasks) {
-    const bool linear = t.dev_op == WEFT_DEV_OP_LINEAR || t.dev_op == WEFT_DEV_OP_RMSNORM_LINEAR || t.dev_op == WEFT_DEV_OP_SILU_MUL_LINEAR;
+    const bool linear = is_linear_task(t);
     const bool half = t.args.dtype == WEFT_DEV_BF16 || t.args.dtype == WEFT_DEV_F16;
     const int64_t k = t.args.d[0];  // the three ops' K
     // Rows only from below: a tile masked at run time (clip) has fewer rows than compiled, never more.

@@ -146,6 +146,11 @@ void finalize_events(TaskGraph& tg);
 // code included.
 bool may_use_tensor_core_tiles(const TaskGraph& tg);
 
+// Whether the library without tensor-core tiles should be the one whose task loop inlines the one-row f16 GEMV
+// tiles (CompileOptions::one_row_f16): more of `tg`'s one-row linear, rmsnorm_linear and silu_mul_linear tiles are
+// f16 than bf16. The other dtype's tiles then run out of line (~0.6 us more per task).
+bool one_row_tiles_f16(const TaskGraph& tg);
+
 // How many x chunks the chunked tensor-core tiles of `tg` stage (weft_mma_chunk_k) with `smem_bytes` of shared
 // memory, over all its tasks, each task of a tile split over K counting its tile's parts (the blocks its last part
 // adds): 0 when none is chunked or split.

@@ -37,6 +37,7 @@ bool load_entry(const cache::Entry& e, CompileResult& r) {
     r.num_queues = meta.at("queues").get<int64_t>();
     r.arena_offsets = meta.at("arena_offsets").get<std::vector<int64_t>>();
     r.tensor_cores = meta.at("tensor_cores").get<bool>();
+    r.device_library = meta.at("device_library").get<std::string>();
     r.smem_bytes = meta.at("smem_bytes").get<int32_t>();
     if (r.num_tasks != static_cast<int64_t>(r.tables.tasks.size()) || r.num_queues != r.tables.num_queues())
       fail(Status::cache, "metadata and task tables disagree");
@@ -175,7 +176,9 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
 
   copts.tensor_cores = may_use_tensor_core_tiles(tg);
   copts.wide_smem = wide;
+  copts.one_row_f16 = !copts.tensor_cores && one_row_tiles_f16(tg);
   r.tensor_cores = copts.tensor_cores;
+  r.device_library = device_library_name(copts);
   r.smem_bytes = wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
   const auto compile_start = std::chrono::steady_clock::now();
   const CompiledKernel kernel = compile_kernel(generate_megakernel_source(static_cast<int32_t>(g.tensors().size())), copts);
@@ -194,6 +197,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                          {"arena_offsets", r.arena_offsets},
                          {"estimated_us", schedule.estimated_us},
                          {"tensor_cores", r.tensor_cores},
+                         {"device_library", r.device_library},
                          {"graph", g.name()}};
   r.metadata = meta.dump();
   if (cache) {

@@ -29,6 +29,7 @@ struct CompileResult {
   TaskTables tables;
   int64_t num_tasks = 0, num_events = 0, arena_bytes = 0, num_queues = 0;
   bool tensor_cores = true;  // linked with the device library that has the tensor-core tiles (CompileOptions)
+  std::string device_library;  // the device library it links (device_library_name: "sm_90a_simt", ...)
   int32_t smem_bytes = WEFT_SMEM_BYTES_BASE;  // the kernel's dynamic shared memory: base, or wide (lower_for_device)
   double lower_ms = 0, compile_ms = 0, total_ms = 0;
   std::vector<int64_t> arena_offsets;  // per tensor; -1 outside the arena

@@ -115,18 +115,23 @@ TEST_P(DeviceCompileArch, EventPrimitivesLink) {
 }
 
 // The real generator's megakernel: linked with the library's task loop (every op is inlined there), within the
-// register cap of its launch bounds (or nvJitLink refuses to link), with each of the arch's two libraries
-// (with and without the tensor-core tiles), which are different code.
+// register cap of its launch bounds (or nvJitLink refuses to link), with each of the arch's libraries (with and
+// without the tensor-core tiles, the latter for bf16 or f16 one-row tiles), which are different code.
 TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
   std::vector<std::vector<char>> cubins;
-  // The libraries: full, without tensor-core tiles, and (sm_90 and later) full for the wide shared memory.
+  // The libraries: full, without tensor-core tiles (bf16, f16), and (sm_90 and later) full for the wide shared memory.
   const bool has_wide = std::string(GetParam()) != "sm_80";
-  for (int variant = 0; variant < (has_wide ? 3 : 2); ++variant) {
-    const bool tensor_cores = variant != 1;
+  for (int variant = 0; variant < (has_wide ? 4 : 3); ++variant) {
+    const bool tensor_cores = variant == 0 || variant == 3;
     CompileOptions o{GetParam(), false, {}};
     o.tensor_cores = tensor_cores;
-    o.wide_smem = variant == 2;
+    o.one_row_f16 = variant == 2;
+    o.wide_smem = variant == 3;
+    EXPECT_EQ(device_library_name(o), std::string(GetParam()) + (variant == 1   ? "_simt"
+                                                                 : variant == 2 ? "_simt_f16"
+                                                                 : variant == 3 ? "_wide"
+                                                                                : ""));
     const CompiledKernel k = compile_kernel(generate_megakernel_source(64), o);
     ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
     EXPECT_TRUE(contains(k.cubin, kMegakernelName));
@@ -146,15 +151,17 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
     const int64_t dynamic = o.wide_smem ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
     const int64_t most = has_wide ? 227 * 1024 : 163 * 1024;
     EXPECT_LE(static_smem - 1024 + dynamic, most) << "static " << static_smem << " + dynamic " << dynamic;
-    std::cout << "[ timing   ] " << GetParam() << (tensor_cores ? o.wide_smem ? " (wide)" : "" : " (no tensor-core tiles)")
+    std::cout << "[ timing   ] " << GetParam() << " (" << device_library_name(o) << ")"
               << " megakernel: NVRTC "
               << k.compile_ms << " ms, nvJitLink " << k.link_ms << " ms, cubin " << k.cubin.size() << " bytes\n";
     cubins.push_back(k.cubin);
   }
   EXPECT_NE(cubins[0], cubins[1]) << "both options linked the same device library";
+  EXPECT_NE(cubins[2], cubins[1]) << "one_row_f16 linked the bf16 library without tensor-core tiles";
+  EXPECT_NE(cubins[2], cubins[0]) << "one_row_f16 linked the full library";
   if (has_wide) {
-    EXPECT_NE(cubins[2], cubins[0]) << "the wide option linked the full library";
-    EXPECT_NE(cubins[2], cubins[1]) << "the wide option linked the library without tensor-core tiles";
+    EXPECT_NE(cubins[3], cubins[0]) << "the wide option linked the full library";
+    EXPECT_NE(cubins[3], cubins[1]) << "the wide option linked the library without tensor-core tiles";
   } else {
     CompileOptions o{GetParam(), false, {}};
     o.wide_smem = true;
@@ -286,7 +293,8 @@ TEST(DeviceCompile, DumpDirKeepsTheLogOfAFailure) {
 }
 
 // The whole pipeline picks the device library from the lowered tasks and records it with the kernel: a batch-1
-// specialization of a bf16 decoder links the one without tensor-core tiles, a batch-4 one the full library,
+// specialization of a bf16 decoder links the one without tensor-core tiles (of an f16 decoder, its f16 variant),
+// a batch-4 one the full library,
 // which on sm_90a runs with the wide shared memory (WEFT_SMEM_BYTES_WIDE; sm_80: the base size, as every
 // CUDA-core kernel); a cache hit returns what was recorded.
 TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
@@ -307,12 +315,26 @@ TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
           << fresh.metadata;
       EXPECT_NE(fresh.metadata.find(batch > 1 ? "\"tensor_cores\":true" : "\"tensor_cores\":false"), std::string::npos)
           << fresh.metadata;
+      EXPECT_EQ(fresh.device_library, batch > 1 ? "sm_90a" : "sm_90a_simt") << batch;
+      EXPECT_NE(fresh.metadata.find("\"device_library\":\"" + fresh.device_library + "\""), std::string::npos)
+          << fresh.metadata;
       const CompileResult hit = compile_graph(g, req, &kc);
       ASSERT_TRUE(hit.cache_hit);
       EXPECT_EQ(hit.tensor_cores, fresh.tensor_cores) << batch;
+      EXPECT_EQ(hit.device_library, fresh.device_library) << batch;
       EXPECT_EQ(hit.smem_bytes, fresh.smem_bytes) << batch;
       EXPECT_EQ(hit.cubin, fresh.cubin) << batch;
     }
+    // The same decoder in f16 links the library whose task loop inlines the one-row f16 tiles.
+    DecoderShape half = test::tiny_decoder(1, 8, 64);
+    half.dtype = DType::f16;
+    const Graph hg = build_decoder_graph(half);
+    CompileRequest one;
+    one.symbols = SymbolValues(hg.symbols().size(), 1);
+    const CompileResult f16 = compile_graph(hg, one, &kc);
+    EXPECT_FALSE(f16.tensor_cores);
+    EXPECT_EQ(f16.device_library, "sm_90a_simt_f16");
+    EXPECT_EQ(compile_graph(hg, one, &kc).device_library, "sm_90a_simt_f16") << "a cache hit";
     // A Llama-3.2-1B layer at batch 8: its down projection (K 8192) fits 8 rows per tile only in the wide size.
     DecoderShape llama = llama_3_2_1b_shape();
     llama.layers = 1;
@@ -326,6 +348,7 @@ TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
       const CompileResult r = compile_graph(lg, req, &kc);
       const bool wide = std::string(arch) == "sm_90a";
       EXPECT_TRUE(r.tensor_cores) << arch;
+      EXPECT_EQ(r.device_library, std::string(arch) + (wide ? "_wide" : "")) << arch;
       EXPECT_EQ(r.smem_bytes, wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE) << arch;
       EXPECT_NE(r.metadata.find("\"smem_bytes\":" + std::to_string(r.smem_bytes)), std::string::npos) << r.metadata;
       const CompileResult hit = compile_graph(lg, req, &kc);

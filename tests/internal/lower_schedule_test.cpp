@@ -439,6 +439,19 @@ TEST(Lowering, OnlyBatchedHalfProjectionsNeedTheTensorCoreLibrary) {
   EXPECT_FALSE(may_use_tensor_core_tiles(lower_all(build_decoder_graph(f32), 132, 8).tg)) << "f32 tiles never take them";
 }
 
+// Which library without tensor-core tiles a kernel links (CompileOptions::one_row_f16): the one whose task loop
+// inlines the one-row f16 tiles where most of its one-row projection tiles are f16, else the bf16 one.
+TEST(Lowering, OneRowF16ProjectionsPickTheF16Library) {
+  DecoderShape shape = tiny_decoder(1, 8, 128);
+  EXPECT_FALSE(one_row_tiles_f16(lower_all(build_decoder_graph(shape), 132, 1).tg)) << "bf16";
+  shape.dtype = DType::f16;
+  const Graph f16 = build_decoder_graph(shape);
+  EXPECT_TRUE(one_row_tiles_f16(lower_all(f16, 132, 1).tg));
+  EXPECT_FALSE(one_row_tiles_f16(lower_all(f16, 132, 4).tg)) << "tiles of 4 rows are no one-row tiles";
+  shape.dtype = DType::f32;
+  EXPECT_FALSE(one_row_tiles_f16(lower_all(build_decoder_graph(shape), 132, 1).tg)) << "f32";
+}
+
 TEST(Lowering, ArenaReusesMemory) {
   const Graph g = decoder_layer(4);
   Lowered l = lower_all(g, 132, 8);

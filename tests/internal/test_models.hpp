@@ -43,7 +43,9 @@ inline Graph split_attention_graph(bool computed) {
 // One-row linears in a row, as a decode step's layers chain them: each SM's queue holds a tile of every op in turn.
 // Weight rows of 1, 2 and 4 units per lane and stage (K 768, 512, 1024 and up), 1 to 3 stages per row, 1 to 38
 // output rows per warp, with bias, residual, the norm and SwiGLU x stages between them.
-inline Graph gemv_chain_graph(DType dt) {
+// other_f16: a bf16 chain plus one f16 one-row linear, which the library chosen for the bf16 tiles (one_row_tiles_f16)
+// runs out of line.
+inline Graph gemv_chain_graph(DType dt, bool other_f16 = false) {
   Graph g("gemv_chain");
   auto tensor = [&](TensorKind kind, const char* name, std::initializer_list<int64_t> dims) {
     return g.add_tensor(kind, name, dt, fixed_shape(dims));
@@ -64,6 +66,11 @@ inline Graph gemv_chain_graph(DType dt) {
   g.mark_output(e, "");
   g.mark_output(f, "");
   g.mark_output(h, "");
+  if (other_f16) {
+    const TensorId x16 = g.add_tensor(TensorKind::input, "x16", DType::f16, fixed_shape({1, 1024}));
+    const TensorId w16 = g.add_tensor(w, "w16", DType::f16, fixed_shape({4096, 1024}));
+    g.mark_output(g.add_op("linear", {x16, w16}, {}, "y16"), "");
+  }
   return g;
 }
 
