@@ -78,8 +78,36 @@ __device__ __forceinline__ bool rmsnorm_row_weight_async(const T* x, const T* w,
   return true;
 }
 
-// kOneRow: see WEFT_GEMV_OP_RUN (ops_linear.cuh).
-template <typename T, bool kOneRow = false>
+// rmsnorm_linear's x stage for a tile of one row (x_row) by the whole block into xs (one_row_gemv).
+template <typename T>
+__device__ __forceinline__ void rmsnorm_one_row_x(const T* x_row, const T* nw, T* xs, i64 k, float eps, float* scratch) {
+  if (!rmsnorm_row_weight_async<T, 2>(x_row, nw, xs, k, eps, scratch))
+    norm_row<T, true, false>(x_row, nw, nullptr, xs, k, eps, 0, k, tid(), WEFT_BLOCK_THREADS, scratch);
+}
+
+// silu_mul_linear's x stage: rows [row0, row0 + rows) of gate/up g ([.., 2K]) activated into xs (row stride ldx).
+// Rows of k are whole 16-byte vectors here (the streamed path needs 512-byte weight rows).
+template <typename T>
+__device__ __forceinline__ void silu_mul_x_rows(T* xs, i64 ldx, const T* g, i64 row0, i64 rows, i64 k) {
+  constexpr int N = Vec<T>::N;
+  const int per_row = static_cast<int>(k / N);
+  load_batched<2>(
+      static_cast<int>(rows) * per_row, tid(), WEFT_BLOCK_THREADS,
+      [&](int e) {
+        const T* gr = g + (row0 + e / per_row) * 2 * k + (e % per_row) * N;
+        return uint4_pair{*reinterpret_cast<const uint4*>(gr), *reinterpret_cast<const uint4*>(gr + k)};
+      },
+      [&](int e, const uint4_pair& gu) {
+        float gv[N], uv[N], ov[N];
+        unpack_vec<T>(gu.first, gv);
+        unpack_vec<T>(gu.second, uv);
+#pragma unroll
+        for (int j = 0; j < N; ++j) ov[j] = __fmul_rn(silu_f(gv[j]), uv[j]);
+        store_vec(xs + (e / per_row) * ldx + (e % per_row) * N, ov);
+      });
+}
+
+template <typename T>
 __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const T* x = in_ptr<T>(a, env, 0);
   const T* nw = in_ptr<T>(a, env, 1);
@@ -87,16 +115,13 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
   const float eps = a->f[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
   float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
-  const bool ok = linear_streamed<T, kOneRow>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx, T* spare) {
+  const bool ok = linear_streamed<T>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx, T* spare) {
     // With the rmsnorm op's arithmetic. Tensor-core tiles (several rows): the rows and the norm weight copied into
     // shared memory at once, then normalized there in place, a warp per row. Else as the rmsnorm op does it: a
     // warp per row up to kNormWarpMaxCols, else the whole block per row; a single row (batch-1 decode) by the
     // whole block too: one warp of eight normalizing Qwen3-0.6B's 1024 columns alone kept the other seven
     // waiting on the critical path (1.30 -> 1.25 ms per token, H200).
-    if constexpr (kOneRow) {
-      if (!rmsnorm_row_weight_async<T, 2>(x + a->row0 * k, nw, xs, k, eps, scratch))
-        norm_row<T, true, false>(x + a->row0 * k, nw, nullptr, xs, k, eps, 0, k, tid(), WEFT_BLOCK_THREADS, scratch);
-    } else if (spare != nullptr && aligned16(x) && aligned16(nw)) {
+    if (spare != nullptr && aligned16(x) && aligned16(nw)) {
       stage_rows_async(xs, ldx, x + a->row0 * k, k, k, rows);
       stage_rows_async(spare, k, nw, k, k, 1);
       __syncthreads();
@@ -111,38 +136,18 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
                                  WEFT_BLOCK_THREADS, scratch);
     }
   });
-  if (ok) return;
-  if constexpr (kOneRow) rmsnorm_linear_general(a, env, smem);
-  else fused_linear_unsupported(a, env, WEFT_DEV_OP_RMSNORM_LINEAR);
+  if (!ok) fused_linear_unsupported(a, env, WEFT_DEV_OP_RMSNORM_LINEAR);
 }
 
-template <typename T, bool kOneRow = false>
+template <typename T>
 __device__ void silu_mul_linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
-  constexpr int N = Vec<T>::N;
   const T* g = in_ptr<T>(a, env, 0);
   const i64 k = a->d[0];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  const bool ok = linear_streamed<T, kOneRow>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T*) {
-    // Rows of k are whole 16-byte vectors here (the streamed path needs 512-byte weight rows).
-    const int per_row = static_cast<int>(k / N);
-    load_batched<2>(
-        static_cast<int>(rows) * per_row, tid(), WEFT_BLOCK_THREADS,
-        [&](int e) {
-          const T* gr = g + (a->row0 + e / per_row) * 2 * k + (e % per_row) * N;
-          return uint4_pair{*reinterpret_cast<const uint4*>(gr), *reinterpret_cast<const uint4*>(gr + k)};
-        },
-        [&](int e, const uint4_pair& gu) {
-          float gv[N], uv[N], ov[N];
-          unpack_vec<T>(gu.first, gv);
-          unpack_vec<T>(gu.second, uv);
-#pragma unroll
-          for (int j = 0; j < N; ++j) ov[j] = __fmul_rn(silu_f(gv[j]), uv[j]);
-          store_vec(xs + (e / per_row) * ldx + (e % per_row) * N, ov);
-        });
+  const bool ok = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T*) {
+    silu_mul_x_rows<T>(xs, ldx, g, a->row0, rows, k);
   });
-  if (ok) return;
-  if constexpr (kOneRow) silu_mul_linear_general(a, env, smem);
-  else fused_linear_unsupported(a, env, WEFT_DEV_OP_SILU_MUL_LINEAR);
+  if (!ok) fused_linear_unsupported(a, env, WEFT_DEV_OP_SILU_MUL_LINEAR);
 }
 
 }  // namespace weft_dev

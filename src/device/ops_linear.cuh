@@ -300,8 +300,7 @@ __device__ __noinline__ bool linear_chunked(const weft_task_args* a, const weft_
 // ([rows][K] at row stride ldx, dtype T) into shared memory behind the ring (spare: room for K more elements on
 // the tensor-core path, else nullptr), then the stream is consumed on tensor cores (gemv_mma.cuh) or CUDA cores
 // (gemv_stream.cuh); out = x · w + bias + residual. Returns false when the tile takes neither.
-// kOneRow: the tile has exactly one x row (see WEFT_GEMV_OP_RUN); only that row's CUDA-core stream is compiled.
-template <typename T, bool kOneRow, typename Stage>
+template <typename T, typename Stage>
 __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, char* smem, int w_in, Stage stage) {
   const T* w = in_ptr<T>(a, env, w_in);
   const T* bias = in_ptr<T>(a, env, w_in + 1);
@@ -310,7 +309,7 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
   const i64 k = a->d[0], n_dim = a->d[1], rows = a->row1 - a->row0;
   T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
   const LinearOut<T> out{bias, res, o, n_dim};
-  if constexpr (sizeof(T) == 2 && !kOneRow) {
+  if constexpr (sizeof(T) == 2) {
     const MmaStream ms = gemv_mma_plan<T, false>(a, w);
     if (ms.on) {
       const i64 ldx = k + WEFT_MMA_X_PAD;
@@ -324,13 +323,6 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
   }
   const GemvStream st = gemv_stream_plan<T>(a, w);
   if (st.units == 0) return false;
-  if constexpr (kOneRow) {  // one unit count inlined (see WEFT_GEMV_OP_RUN); the caller runs the general body
-    if (st.units != kGemvOneRowUnits) return false;
-    stage(xs, rows, k, static_cast<T*>(nullptr));
-    __syncthreads();
-    gemv_stream_units<T, 1, kGemvOneRowUnits>(a, w, st, xs, smem, out);
-    return true;
-  }
   stage(xs, rows, k, static_cast<T*>(nullptr));
   __syncthreads();
   if (rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
@@ -342,28 +334,20 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
 
 // Which tiles of the streamed-GEMV ops (linear, rmsnorm_linear, silu_mul_linear) run inlined in the task loop.
 // Code inlined there costs every task of the loop registers and set-up, whether it runs or not (docs/perf.md,
-// rounds 12-14), and time for its size alone (round 27). The CUDA-core library serves batch-1 kernels: there only
-// a tile of one x row of the library's dtype (OneRowT) with kGemvOneRowUnits-unit stages (a decode step's) is
-// inlined, compiled for that case alone; any other tile calls the op's general body out of line, with pointer
-// operands (~0.6 us per call). The tensor-core library (batched decode, every path hot) inlines them all.
-// WEFT_GEMV_OP_RUN is such an op's body: IMPL<T, true> inlined for a one-row tile (it hands a tile it cannot
-// stream to GENERAL), else GENERAL (out of line: IMPL<T, false> for every dtype).
+// rounds 12-14), and time for its size alone (round 27). The tensor-core library (batched decode, every path hot)
+// inlines every tile (IMPL). The CUDA-core library serves batch-1 kernels: its task loop runs a decode step's tiles
+// (one x row of its dtype) through one_row_gemv (gemv_one_row.cuh), one stream loop for the three ops, and calls
+// the op's general body (GENERAL, out of line with pointer operands, ~0.6 us per call) for any other tile.
 #if WEFT_DEVLIB_TENSOR_CORES
 #define WEFT_GEMV_OP_RUN(IMPL, GENERAL) WEFT_DISPATCH_FLOAT(a->dtype, IMPL, a, env, smem)
 #else
-#define WEFT_GEMV_OP_RUN(IMPL, GENERAL)                                          \
-  do {                                                                          \
-    if (a->row1 - a->row0 == 1 && a->dtype == WEFT_DEVLIB_ONE_ROW_DTYPE)        \
-      IMPL<weft_dev::OneRowT, true>(a, env, smem);                              \
-    else                                                                        \
-      GENERAL(a, env, smem);                                                    \
-  } while (0)
+#define WEFT_GEMV_OP_RUN(IMPL, GENERAL) GENERAL(a, env, smem)
 #endif
 
 // Every tile of the op, out of line (see WEFT_GEMV_OP_RUN).
 static __device__ __noinline__ void linear_general(const weft_task_args* a, const weft_env* env, char* smem);
 
-template <typename T, bool kOneRow = false>
+template <typename T>
 __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const T* x = in_ptr<T>(a, env, 0);
   const T* w = in_ptr<T>(a, env, 1);
@@ -372,18 +356,14 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
   T* o = out_ptr<T>(a, env);
   const i64 k = a->d[0], n_dim = a->d[1];
   if (a->row1 <= a->row0 || a->col1 <= a->col0) return;
-  if constexpr (sizeof(T) == 2 && !kOneRow) {
+  if constexpr (sizeof(T) == 2) {
     if (mma_tile_chunked(a) && linear_chunked<T>(a, env, smem)) return;
   }
-  const bool streamed = linear_streamed<T, kOneRow>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T* spare) {
+  const bool streamed = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T* spare) {
     (void)spare;
     stage_x_rows(xs, ldx, x + a->row0 * k, k, k, rows);
   });
   if (streamed) return;
-  if constexpr (kOneRow) {
-    linear_general(a, env, smem);
-    return;
-  }
   if (a->row1 - a->row0 <= kGemvMaxRows) {
     linear_gemv<T>(a, x, w, bias, res, o, k, n_dim, smem);
     return;

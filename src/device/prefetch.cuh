@@ -149,10 +149,8 @@ __device__ __forceinline__ void prefetch_op(int op, const weft_task_args* a, con
       if (mma_tile_chunked(a) && linear_chunked_prologue(a, env, smem)) break;
       [[fallthrough]];
     case WEFT_DEV_OP_SILU_MUL_LINEAR:
-      linear_stream_prologue_hot(a, env, smem, 1);
-      break;
     case WEFT_DEV_OP_RMSNORM_LINEAR:
-      linear_stream_prologue_hot(a, env, smem, 2);
+      linear_stream_prologue_hot(a, env, smem, op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1);
       break;
     case WEFT_DEV_OP_ATTENTION_DECODE:
       WEFT_DISPATCH_FLOAT(a->dtype, attention_plain_prologue, a, env, smem);

@@ -20,6 +20,7 @@
 #include "ops_attention.cuh"
 #include "ops_attention_qkv.cuh"
 #include "ops_elementwise.cuh"
+#include "gemv_one_row.cuh"
 #include "ops_fused_linear.cuh"
 #include "ops_layout.cuh"
 #include "ops_linear.cuh"
@@ -65,6 +66,9 @@ WEFT_DEV_OP_LIST(WEFT_DEV_OP_OUT_OF_LINE)
 
 // Runs device op `op` on `a`; false for an id the library does not have.
 __device__ __forceinline__ bool run_op(int op, const weft_task_args* a, const weft_env* env, char* smem) {
+#if !WEFT_DEVLIB_TENSOR_CORES
+  if (is_gemv_op(op) && one_row_gemv(op, a, env, smem)) return true;  // the decode step's tiles (gemv_one_row.cuh)
+#endif
   switch (op) {
 #define WEFT_DEV_OP_CASE(E, f)                                         \
   case WEFT_DEV_OP_##E:                                                \

@@ -1,0 +1,46 @@
+// The CUDA-core library's one inlined GEMV: a streamed tile of one x row of the library's dtype (OneRowT) with
+// kGemvOneRowUnits-unit stages, for all three streamed-GEMV ops — linear, rmsnorm_linear, silu_mul_linear — which
+// differ only in their x stage. A decode step runs nothing else on its projections, and one stream loop in the task
+// loop instead of one per op keeps the loop's code small: its instruction footprint costs time even where it does
+// not run (docs/perf.md, round 27). The task loop calls it once, before its switch over the ops (task_loop.cuh);
+// the tensor-core library inlines every tile in each op's body instead (WEFT_GEMV_OP_RUN, ops_linear.cuh).
+#ifndef WEFT_DEVICE_GEMV_ONE_ROW_CUH
+#define WEFT_DEVICE_GEMV_ONE_ROW_CUH
+
+#include "ops_fused_linear.cuh"
+
+namespace weft_dev {
+
+__device__ __forceinline__ bool is_gemv_op(int op) {
+  return op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_RMSNORM_LINEAR || op == WEFT_DEV_OP_SILU_MUL_LINEAR;
+}
+
+// Runs task `a` of GEMV op `op` (is_gemv_op) and returns true when it is such a tile; false, having done nothing,
+// for any other (the op's general body runs it). The same arithmetic as the ops' bodies (ops_linear.cuh,
+// ops_fused_linear.cuh); prefetch_op started its stream (linear_stream_prologue_hot).
+__device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, const weft_env* env, char* smem) {
+  using T = OneRowT;
+  if (a->row1 - a->row0 != 1 || a->dtype != WEFT_DEVLIB_ONE_ROW_DTYPE || a->col1 <= a->col0) return false;
+  const int w_in = op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1;
+  const T* w = in_ptr<T>(a, env, w_in);
+  const GemvStream st = gemv_stream_plan<T>(a, w);
+  if (st.units != kGemvOneRowUnits) return false;
+  const i64 k = a->d[0];
+  const T* x = in_ptr<T>(a, env, 0) + a->row0 * (op == WEFT_DEV_OP_SILU_MUL_LINEAR ? 2 * k : k);
+  T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
+  if (op == WEFT_DEV_OP_RMSNORM_LINEAR)
+    rmsnorm_one_row_x<T>(x, in_ptr<T>(a, env, 1), xs, k, a->f[0],
+                         reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes));
+  else if (op == WEFT_DEV_OP_SILU_MUL_LINEAR)
+    silu_mul_x_rows<T>(xs, k, x, 0, 1, k);
+  else
+    stage_x_rows(xs, k, x, k, k, 1);
+  __syncthreads();
+  const LinearOut<T> out{in_ptr<T>(a, env, w_in + 1), in_ptr<T>(a, env, w_in + 2), out_ptr<T>(a, env), a->d[1]};
+  gemv_stream_units<T, 1, kGemvOneRowUnits>(a, w, st, xs, smem, out);
+  return true;
+}
+
+}  // namespace weft_dev
+
+#endif  // WEFT_DEVICE_GEMV_ONE_ROW_CUH
