@@ -33,11 +33,11 @@ constexpr int kGemvPrologueStages = WEFT_GEMV_PROLOGUE_STAGES;
 
 // The CUDA-core library (batch-1 decode) inlines into the task loop only the one-row tiles of one dtype
 // (WEFT_DEVLIB_ONE_ROW_DTYPE: bf16 in "<arch>_simt", f16 in "<arch>_simt_f16") whose weight rows take
-// kGemvOneRowUnits units per lane and stage (rows of 2 KiB multiples: every projection of the models we run); any
-// other tile runs its op's general body out of line (WEFT_GEMV_OP_RUN, ops_linear.cuh). With every dtype and unit
-// count inlined (18 GEMV loops) the task loop was 17,912 instructions; with these 3, 7,424, and a decode step 2-3%
-// faster (Qwen3-0.6B, Llama-3.2-1B; bf16 and f16 each inlined, 12,088: half the gain; H200, docs/perf.md round 27):
-// the loop's code, not its work, was costing time.
+// kGemvOneRowUnits units per lane and stage (rows of 2 KiB multiples: every projection of the models we run), through
+// one stream loop (gemv_one_row.cuh); any other tile runs its op's general body out of line (WEFT_GEMV_OP_RUN,
+// ops_linear.cuh). With every dtype and unit count inlined (18 GEMV loops) the task loop was 17,912 instructions;
+// with 3, 7,424, and a decode step 2-3% faster (Qwen3-0.6B, Llama-3.2-1B; bf16 and f16 each inlined, 12,088: half
+// the gain); with 1, 6,144, ~0.5% more (H200, docs/perf.md round 27): the loop's code, not its work, cost time.
 #ifndef WEFT_DEVLIB_ONE_ROW_DTYPE
 #define WEFT_DEVLIB_ONE_ROW_DTYPE WEFT_DEV_BF16
 #endif
