@@ -24,76 +24,21 @@
 #include <vector>
 
 
-constexpr int kThreads = 256;
-
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint4 ld_relaxed_v4(const unsigned* p) {
-  uint4 v;
-  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-// row: `n` bf16 (as u16) values; block b writes [b * per, (b + 1) * per). Each boundary i produces value
-// (sum of the block's view of the previous row's first words + i) so the chain is a true dependency.
-__global__ void __launch_bounds__(kThreads, 1) counter_chain(unsigned short* row, unsigned* counter, int n, int iters,
-                                                             unsigned* sink) {
-  __shared__ unsigned short xs[8192];
-  const int per = (n + gridDim.x - 1) / gridDim.x;
-  unsigned acc = 0;
-  for (int i = 0; i < iters; ++i) {
-    unsigned short* r = row + (i & 1) * n;  // two rows: boundary i writes one while nobody reads it
-    for (int j = threadIdx.x; j < per; j += kThreads) {
-      const int e = blockIdx.x * per + j;
-      if (e < n) r[e] = static_cast<unsigned short>(acc + i + j);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      red_release_add(counter, 1u);
-      const unsigned target = static_cast<unsigned>(gridDim.x) * (i + 1);
-      unsigned ns = 16;
-      while (static_cast<int>(ld_acquire(counter) - target) < 0) {
-        __nanosleep(ns);
-        if (ns < 256) ns *= 2;
-      }
-    }
-    __syncthreads();
-    for (int e = threadIdx.x * 8; e < n; e += kThreads * 8) {
-      // Coherent (not .nc) loads: the acquire before the barrier made the producers' stores visible.
-      *reinterpret_cast<uint4*>(xs + e) = ld_relaxed_v4(reinterpret_cast<const unsigned*>(r + e));
-    }
-    __syncthreads();
-    acc = xs[(i * 7) % n] + xs[n - 1];
-  }
-  if (threadIdx.x == 0) sink[blockIdx.x] = acc;
-}
 
 // The same chain with tagged words: word e of boundary i is (value << 16) | (i & 0xffff).
-__global__ void __launch_bounds__(kThreads, 1) tagged_chain(unsigned* row, int n, int iters, unsigned* sink) {
+__global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, int n, int iters, unsigned* sink) {
   __shared__ unsigned short xs[8192];
   const int per = (n + gridDim.x - 1) / gridDim.x;
   unsigned acc = 0;
   for (int i = 0; i < iters; ++i) {
     unsigned* r = row + (i & 1) * n;
     const unsigned tag = static_cast<unsigned>(i) & 0xffffu;
-    for (int j = threadIdx.x; j < per; j += kThreads) {
+    for (int j = threadIdx.x; j < per; j += kMicroThreads) {
       const int e = blockIdx.x * per + j;
       if (e < n) st_relaxed(r + e, (static_cast<unsigned>(static_cast<unsigned short>(acc + i + j)) << 16) | tag);
     }
     // Each thread's 8 words (two 16-byte loads), reloaded until all 8 carry this boundary's tag.
-    for (int e = threadIdx.x * 8; e < n; e += kThreads * 8) {
+    for (int e = threadIdx.x * 8; e < n; e += kMicroThreads * 8) {
       uint4 a, b;
       for (;;) {
         a = ld_relaxed_v4(r + e);
@@ -139,8 +84,8 @@ int main() {
         // Tags of 0xffff everywhere: no boundary of the first 65535 matches before it is written.
         CHECK(cudaMemset(row32, 0xff, 2 * 8192 * 4));
         CHECK(cudaEventRecord(e0));
-        if (proto == 0) counter_chain<<<sms, kThreads>>>(row16, counter, n, iters, sink);
-        else tagged_chain<<<sms, kThreads>>>(row32, n, iters, sink);
+        if (proto == 0) counter_chain<<<sms, kMicroThreads>>>(row16, counter, n, iters, sink);
+        else tagged_chain<<<sms, kMicroThreads>>>(row32, n, iters, sink);
         CHECK(cudaEventRecord(e1));
         CHECK(cudaEventSynchronize(e1));
         float ms;

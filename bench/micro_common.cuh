@@ -1,5 +1,6 @@
-// What the standalone GPU microbenchmarks of bench/ (gemv_micro.cu, handoff_micro.cu) share: a CUDA error check
-// that exits with the failing call, and the median of a sample.
+// What the standalone GPU microbenchmarks of bench/ (gemv_micro.cu, handoff_micro.cu, mlp_split_micro.cu) share: a
+// CUDA error check that exits with the failing call, the median of a sample, the memory-order primitives of the
+// megakernel's events and its plain op boundary as a chain (counter_chain).
 #ifndef WEFT_BENCH_MICRO_COMMON_CUH
 #define WEFT_BENCH_MICRO_COMMON_CUH
 
@@ -22,6 +23,67 @@
 inline float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+constexpr int kMicroThreads = 256;
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 ld_relaxed_v4(const unsigned* p) {
+  uint4 v;
+  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Thread polls *c with acquire loads until it reaches target (wrapping), backing off as weft_poll_event does.
+__device__ __forceinline__ void wait_counter(const unsigned* c, unsigned target) {
+  unsigned ns = 16;
+  while (static_cast<int>(ld_acquire(c) - target) < 0) {
+    __nanosleep(ns);
+    if (ns < 256) ns *= 2;
+  }
+}
+
+// The megakernel's op boundary with no arithmetic (sync.cuh's counter protocol), chained `iters` times:
+// row: `n` bf16 (as u16) values; block b writes [b * per, (b + 1) * per). Each boundary i produces value
+// (sum of the block's view of the previous row's first words + i) so the chain is a true dependency.
+__global__ void __launch_bounds__(kMicroThreads, 1) counter_chain(unsigned short* row, unsigned* counter, int n, int iters,
+                                                             unsigned* sink) {
+  __shared__ unsigned short xs[8192];
+  const int per = (n + gridDim.x - 1) / gridDim.x;
+  unsigned acc = 0;
+  for (int i = 0; i < iters; ++i) {
+    unsigned short* r = row + (i & 1) * n;  // two rows: boundary i writes one while nobody reads it
+    for (int j = threadIdx.x; j < per; j += kMicroThreads) {
+      const int e = blockIdx.x * per + j;
+      if (e < n) r[e] = static_cast<unsigned short>(acc + i + j);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      red_release_add(counter, 1u);
+      wait_counter(counter, static_cast<unsigned>(gridDim.x) * (i + 1));
+    }
+    __syncthreads();
+    for (int e = threadIdx.x * 8; e < n; e += kMicroThreads * 8) {
+      // Coherent (not .nc) loads: the acquire before the barrier made the producers' stores visible.
+      *reinterpret_cast<uint4*>(xs + e) = ld_relaxed_v4(reinterpret_cast<const unsigned*>(r + e));
+    }
+    __syncthreads();
+    acc = xs[(i * 7) % n] + xs[n - 1];
+  }
+  if (threadIdx.x == 0) sink[blockIdx.x] = acc;
 }
 
 #endif  // WEFT_BENCH_MICRO_COMMON_CUH

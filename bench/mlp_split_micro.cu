@@ -22,7 +22,7 @@
 #include <cstdio>
 #include <vector>
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kMicroThreads;
 
 __device__ __forceinline__ uint4 ld_weight(const void* p, unsigned long long policy) {
   uint4 r;
@@ -96,14 +96,6 @@ __global__ void __launch_bounds__(kThreads, 1) slice_kernel(const __nv_bfloat16*
   sink[blockIdx.x * kThreads + threadIdx.x] = acc;
 }
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 __device__ __forceinline__ unsigned atom_acq_rel_add(unsigned* p, unsigned v) {
   unsigned old;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
@@ -113,13 +105,6 @@ __device__ __forceinline__ void red_add_v4(float* p, float4 v) {
   asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
                "f"(v.w)
                : "memory");
-}
-__device__ __forceinline__ void wait_counter(const unsigned* c, unsigned target) {
-  unsigned ns = 16;
-  while (static_cast<int>(ld_acquire(c) - target) < 0) {
-    __nanosleep(ns);
-    if (ns < 256) ns *= 2;
-  }
 }
 
 // One boundary per iteration: every block's partial row (n floats, from what it loaded at the previous one) added
@@ -155,31 +140,6 @@ __global__ void __launch_bounds__(kThreads, 1) reduce_chain(float* accum, unsign
     if (threadIdx.x == 0) wait_counter(counter, i + 1);
     __syncthreads();
     for (int e = threadIdx.x * 8; e < n; e += kThreads * 8) *reinterpret_cast<uint4*>(xs + e) = __ldcg(reinterpret_cast<const uint4*>(row + e));
-    __syncthreads();
-    acc = xs[(i * 7) % n] + xs[n - 1];
-  }
-  if (threadIdx.x == 0) sink[blockIdx.x] = acc;
-}
-
-// The plain hand-off for comparison (bench/handoff_micro.cu's counter protocol): every block stores a slice.
-__global__ void __launch_bounds__(kThreads, 1) plain_chain(unsigned short* row, unsigned* counter, int n, int iters,
-                                                           unsigned* sink) {
-  __shared__ unsigned short xs[8192];
-  const int per = (n + gridDim.x - 1) / gridDim.x;
-  unsigned acc = 0;
-  for (int i = 0; i < iters; ++i) {
-    unsigned short* r = row + (i & 1) * n;
-    for (int j = threadIdx.x; j < per; j += kThreads) {
-      const int e = blockIdx.x * per + j;
-      if (e < n) r[e] = static_cast<unsigned short>(acc + i + j);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      red_release_add(counter, 1u);
-      wait_counter(counter, static_cast<unsigned>(gridDim.x) * (i + 1));
-    }
-    __syncthreads();
-    for (int e = threadIdx.x * 8; e < n; e += kThreads * 8) *reinterpret_cast<uint4*>(xs + e) = __ldcg(reinterpret_cast<const uint4*>(r + e));
     __syncthreads();
     acc = xs[(i * 7) % n] + xs[n - 1];
   }
@@ -251,7 +211,7 @@ int main() {
         CHECK(cudaMemset(ticket, 0, 4));
         CHECK(cudaMemset(counter, 0, 4));
         CHECK(cudaEventRecord(e0));
-        if (proto == 0) plain_chain<<<sms, kThreads>>>(row, counter, n, iters, isink);
+        if (proto == 0) counter_chain<<<sms, kThreads>>>(row, counter, n, iters, isink);
         else reduce_chain<<<sms, kThreads>>>(accum, row, ticket, counter, n, iters, isink);
         CHECK(cudaEventRecord(e1));
         CHECK(cudaEventSynchronize(e1));
