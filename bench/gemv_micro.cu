@@ -10,6 +10,8 @@
 //            per warp and chunk on an mbarrier) and waits: the time to issue and to land, all SMs together.
 //   queue    every SM (or one) requests P bytes, then times 4 dependent acquire loads of a flag in L2 (a task's
 //            poll of its event): whether the SM's own requests in flight delay its latency-bound loads.
+//   l2       one 96 KiB tile per SM (Qwen3-0.6B's gate/up) streamed as `stream` does, from HBM, from L2, and after
+//            an L2 prefetch of it: what requesting a later op's weights into L2 could save its tiles.
 //
 // In-kernel times are SM cycles converted at the maximum SM clock.
 //
@@ -56,11 +58,12 @@ __device__ __forceinline__ float warp_sum(float v) {
 // ---- stream: rows [warp's run) of W (K bf16 each) dotted with x, through an S-slot ring per warp.
 template <int S>
 __global__ void __launch_bounds__(kThreads, 1) stream_kernel(const __nv_bfloat16* w, const __nv_bfloat16* x, int k,
-                                                             int rows_per_warp, float* y) {
+                                                             int rows_per_warp, float* y, long long* cyc = nullptr) {
   extern __shared__ __align__(16) char smem[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(smem + kWarps * S * kStageBytes);
   for (int i = threadIdx.x * 8; i < k; i += kThreads * 8) *reinterpret_cast<uint4*>(xs + i) = *reinterpret_cast<const uint4*>(x + i);
   __syncthreads();
+  const long long t0 = clock64();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, spr = k * 2 / kStageBytes;
   const long long row0 = (static_cast<long long>(blockIdx.x) * kWarps + warp) * rows_per_warp;
   char* ring = smem + warp * S * kStageBytes;
@@ -96,6 +99,29 @@ __global__ void __launch_bounds__(kThreads, 1) stream_kernel(const __nv_bfloat16
     }
   }
   wait_groups<0>();
+  if (cyc) {
+    __syncthreads();
+    if (threadIdx.x == 0) cyc[blockIdx.x] = clock64() - t0;
+  }
+}
+
+// ---- l2: every line of [w, w + bytes) requested into L2 by all blocks, one 128-byte prefetch per thread and line,
+// or (bulk) one cp.async.bulk.prefetch.L2 of 4 KiB per warp and chunk; then a kernel that spins `ns` so they land.
+__global__ void __launch_bounds__(kThreads, 1) prefetch_kernel(const char* w, long long bytes, int bulk) {
+  if (bulk) {
+    const long long warps = static_cast<long long>(gridDim.x) * kWarps, wi = blockIdx.x * kWarps + threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0)
+      for (long long off = wi * 4096; off < bytes; off += warps * 4096)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], 4096;" ::"l"(w + off) : "memory");
+    return;
+  }
+  for (long long off = (static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x) * 128; off < bytes;
+       off += static_cast<long long>(gridDim.x) * kThreads * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(w + off));
+}
+__global__ void spin_kernel(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) __nanosleep(100);
 }
 
 // ---- consume: the warp's rows already in shared memory in the ring's layout (stage s of row r at
@@ -396,6 +422,45 @@ int main() {
                     median(l[1]), median(l[2]), median(l[3]));
       }
     }
+  }
+  {  // l2: one Qwen3-0.6B gate/up tile per SM (K 1024, 6 rows per warp: 96 KiB) streamed from HBM, after the same
+     // kernel read it (L2), and after an L2 prefetch of it (prefetch.global.L2, or bulk) and 20 us to land
+    const int k2 = 1024, rpw2 = 6;
+    const size_t region = static_cast<size_t>(sms) * kWarps * rpw2 * k2 * 2;
+    char* flush;
+    const size_t flush_bytes = size_t(256) << 20;
+    CHECK(cudaMalloc(&flush, flush_bytes));
+    constexpr int S = 4;
+    const int smem2 = kWarps * S * kStageBytes + k2 * 2;
+    CHECK(cudaFuncSetAttribute(stream_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
+    std::printf("\n| l2 | a 96 KiB tile per SM | median | slowest SM | per SM (median) |\n|---|---|---|---|---|\n");
+    size_t off = 0;
+    const char* names[] = {"from HBM (cold)", "from L2 (read just before)", "after prefetch.global.L2 + 20 us",
+                           "after cp.async.bulk.prefetch.L2 + 20 us", "from HBM (cold), again"};
+    for (int mode = 0; mode < 5; ++mode) {
+      std::vector<float> med, mx;
+      for (int it = 0; it < 9; ++it) {
+        off = (off + region + 4096) % (wbytes - region - 4096);
+        const __nv_bfloat16* src = reinterpret_cast<const __nv_bfloat16*>(reinterpret_cast<const char*>(w) + (off & ~size_t(4095)));
+        CHECK(cudaMemset(flush, it, flush_bytes));  // evicts the region from L2
+        if (mode == 1) stream_kernel<S><<<sms, kThreads, smem2>>>(src, x, k2, rpw2, y);
+        if (mode == 2 || mode == 3) prefetch_kernel<<<sms, kThreads>>>(reinterpret_cast<const char*>(src), static_cast<long long>(region), mode == 3);
+        spin_kernel<<<1, 32>>>(static_cast<long long>(20e3 * ghz));
+        stream_kernel<S><<<sms, kThreads, smem2>>>(src, x, k2, rpw2, y, cyc);
+        CHECK(cudaDeviceSynchronize());
+        std::vector<long long> h(sms);
+        CHECK(cudaMemcpy(h.data(), cyc, sms * sizeof(long long), cudaMemcpyDeviceToHost));
+        if (it < 2) continue;
+        std::vector<float> us(sms);
+        for (int b = 0; b < sms; ++b) us[b] = static_cast<float>(h[b] / ghz / 1e3);
+        med.push_back(median(us));
+        mx.push_back(*std::max_element(us.begin(), us.end()));
+      }
+      const float m = median(med);
+      std::printf("| l2 | %s | %.2f us | %.2f us | %.1f GB/s |\n", names[mode], m, median(mx),
+                  region / static_cast<double>(sms) / (m * 1e3));
+    }
+    CHECK(cudaFree(flush));
   }
   CHECK(cudaGetLastError());
   return 0;
