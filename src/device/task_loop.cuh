@@ -65,10 +65,7 @@ WEFT_DEV_OP_LIST(WEFT_DEV_OP_OUT_OF_LINE)
 }  // namespace
 
 // Runs device op `op` on `a`; false for an id the library does not have.
-__device__ __forceinline__ bool run_op(int op, const weft_task_args* a, const weft_env* env, char* smem) {
-#if !WEFT_DEVLIB_TENSOR_CORES
-  if (is_gemv_op(op) && one_row_gemv(op, a, env, smem)) return true;  // the decode step's tiles (gemv_one_row.cuh)
-#endif
+__device__ __forceinline__ bool run_op_switch(int op, const weft_task_args* a, const weft_env* env, char* smem) {
   switch (op) {
 #define WEFT_DEV_OP_CASE(E, f)                                         \
   case WEFT_DEV_OP_##E:                                                \
@@ -80,6 +77,42 @@ __device__ __forceinline__ bool run_op(int op, const weft_task_args* a, const we
     default:
       return false;
   }
+}
+
+#if !WEFT_DEVLIB_TENSOR_CORES
+// The CUDA-core library's ops off a decode step's critical path, behind one call: the switch's ~35 call sites (each
+// with its argument set-up and register saves) and the norms' unrolled prefetch loops made up a sizeable part of
+// the task loop, whose code size costs every task (docs/perf.md, rounds 27-28).
+__device__ __noinline__ bool run_cold_op(int op, const weft_task_args* a, const weft_env* env, char* smem) {
+  return run_op_switch(op, a, env, smem);
+}
+__device__ __noinline__ void prefetch_cold_op(int op, const weft_task_args* a, const weft_env* env, char* smem) {
+  prefetch_op(op, a, env, smem);
+}
+#endif
+
+__device__ __forceinline__ bool run_op(int op, const weft_task_args* a, const weft_env* env, char* smem) {
+#if WEFT_DEVLIB_TENSOR_CORES
+  return run_op_switch(op, a, env, smem);
+#else
+  if (is_gemv_op(op) && one_row_gemv(op, a, env, smem)) return true;  // the decode step's tiles (gemv_one_row.cuh)
+  if (op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) {  // inline: a call level more cost each attention task ~0.5 us
+    op_attention_decode_qkv(a, env, smem);
+    return true;
+  }
+  return run_cold_op(op, a, env, smem);
+#endif
+}
+
+// prefetch_op, with the CUDA-core library's rarely run cases out of line (see run_cold_op).
+__device__ __forceinline__ void prefetch_task(int op, const weft_task_args* a, const weft_env* env, char* smem) {
+#if WEFT_DEVLIB_TENSOR_CORES
+  prefetch_op(op, a, env, smem);
+#else
+  if (is_gemv_op(op)) linear_stream_prologue_hot(a, env, smem, op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1);
+  else if (op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) WEFT_DISPATCH_FLOAT(a->dtype, attention_qkv_prologue, a, env, smem);
+  else prefetch_cold_op(op, a, env, smem);
+#endif
 }
 
 // A kernel compiled for a bucket runs a smaller symbol value: a tile past it does nothing (but keeps its
@@ -206,7 +239,7 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
       const int op = t->op;
       const weft_task_args* a = clip_task(t, *q.symbols);
       // What the task reads that no event guards (weights, earlier steps' KV rows) is requested first.
-      if (early && a) prefetch_op(op, a, &env, smem);
+      if (early && a) prefetch_task(op, a, &env, smem);
       if (rec && threadIdx.x == 0) {
         rec[0] = global_ns();
         rec[3] = sm_id();
@@ -218,7 +251,13 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
         rec[1] = global_ns();
         rec[4] = clock64();
       }
-      if (!early && a) prefetch_op(op, a, &env, smem);
+      if (!early && a) {  // WEFT_TUNE_LATE_PREFETCH, measurements only: not a second inlined copy
+#if WEFT_DEVLIB_TENSOR_CORES
+        prefetch_op(op, a, &env, smem);
+#else
+        prefetch_cold_op(op, a, &env, smem);
+#endif
+      }
       if (a && !run_op(op, a, &env, smem)) {
         if (threadIdx.x == 0) record_error(&env, WEFT_DEV_ERR_BAD_TASK, static_cast<unsigned int>(op), 0u, 0u);
         return;
