@@ -11,6 +11,27 @@
 
 namespace weft_dev {
 
+// The plan of a one-row tile's stream (its weight and this warp's rows), left by its prologue
+// (linear_stream_prologue_hot) for its run, per warp, below the reduction scratch: the run, after the task's wait
+// and on the critical path, reads it back instead of planning again (a chain of shared-memory loads and 64-bit
+// arithmetic; ~0.3 us pass from the wait to the x stage; Qwen3-0.6B -0.4% / -0.6% per token, H200, docs/perf.md
+// round 28). Tagged with the task's index: the prologue of every tile of the library's dtype writes the record
+// (task -1 where the run will not use it) right before that task's run, so a tag that matches is this task's.
+struct GemvPlanRecord {
+  const void* w;
+  long long n0, n1, spr;
+  int task, pad;
+};
+constexpr int kGemvPlanRecordOffset =
+    WEFT_SMEM_BYTES - kGemvScratchBytes - WEFT_BLOCK_WARPS * static_cast<int>(sizeof(GemvPlanRecord));
+__device__ __forceinline__ GemvPlanRecord* gemv_plan_record(char* smem) {
+  return reinterpret_cast<GemvPlanRecord*>(smem + kGemvPlanRecordOffset) + warp();
+}
+// Whether a one-row tile of K `k` leaves the record alone: its x row ends below it.
+__device__ __forceinline__ bool gemv_plan_record_fits(i64 k) {
+  return kGemvRingBytes + k * static_cast<i64>(sizeof(OneRowT)) <= kGemvPlanRecordOffset;
+}
+
 __device__ __forceinline__ bool is_gemv_op(int op) {
   return op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_RMSNORM_LINEAR || op == WEFT_DEV_OP_SILU_MUL_LINEAR;
 }
@@ -22,9 +43,17 @@ __device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, co
   using T = OneRowT;
   if (a->row1 - a->row0 != 1 || a->dtype != WEFT_DEVLIB_ONE_ROW_DTYPE || a->col1 <= a->col0) return false;
   const int w_in = op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1;
-  const T* w = in_ptr<T>(a, env, w_in);
-  const GemvStream st = gemv_stream_plan<T>(a, w);
-  if (st.units != kGemvOneRowUnits) return false;
+  const T* w;
+  GemvStream st;
+  const GemvPlanRecord* r = gemv_plan_record(smem);
+  if (r->task == env->task_index) {
+    w = static_cast<const T*>(r->w);
+    st = GemvStream{kGemvOneRowUnits, r->n0, r->n1, r->spr};
+  } else {
+    w = in_ptr<T>(a, env, w_in);
+    st = gemv_stream_plan<T>(a, w);
+    if (st.units != kGemvOneRowUnits) return false;
+  }
   const i64 k = a->d[0];
   const T* x = in_ptr<T>(a, env, 0) + a->row0 * (op == WEFT_DEV_OP_SILU_MUL_LINEAR ? 2 * k : k);
   T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);

@@ -88,7 +88,8 @@ __device__ __noinline__ void rmsnorm_one_row_general(const T* x_row, const T* nw
 // rmsnorm_linear's x stage for a tile of one row (x_row) by the whole block into xs (one_row_gemv).
 template <typename T>
 __device__ __forceinline__ void rmsnorm_one_row_x(const T* x_row, const T* nw, T* xs, i64 k, float eps, float* scratch) {
-  if (!rmsnorm_row_weight_async<T, 2>(x_row, nw, xs, k, eps, scratch)) rmsnorm_one_row_general<T>(x_row, nw, xs, k, eps, scratch);
+  if (!rmsnorm_row_weight_async<T, 2>(x_row, nw, xs, k, eps, scratch))
+    rmsnorm_one_row_general<T>(x_row, nw, xs, k, eps, scratch);
 }
 
 // silu_mul_linear's x stage: rows [row0, row0 + rows) of gate/up g ([.., 2K]) activated into xs (row stride ldx).

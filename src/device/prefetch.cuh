@@ -10,6 +10,7 @@
 #include "attention_smem.cuh"
 #include "ops_attention_qkv.cuh"
 #include "gemv_mma.cuh"
+#include "gemv_one_row.cuh"
 
 namespace weft_dev {
 
@@ -130,6 +131,10 @@ __device__ __forceinline__ void linear_stream_prologue_hot(const weft_task_args*
   if (a->dtype == WEFT_DEVLIB_ONE_ROW_DTYPE) {  // see OneRowT (gemv_stream.cuh); the same stages as the general one
     const OneRowT* w = in_ptr<OneRowT>(a, env, w_in);
     const GemvStream st = gemv_stream_plan<OneRowT>(a, w);
+    // The plan for one_row_gemv, or (task -1) none: what lies there is another task's.
+    const bool record = st.units == kGemvOneRowUnits && a->row1 - a->row0 == 1 && gemv_plan_record_fits(a->d[0]);
+    if (lane() == 0) *gemv_plan_record(smem) = GemvPlanRecord{w, st.n0, st.n1, st.spr, record ? env->task_index : -1, 0};
+    __syncwarp();  // seen by the warp's other lanes also where no barrier comes before the run (a task without waits)
     if (st.units == kGemvOneRowUnits) {
       gemv_prologue_units<OneRowT, kGemvOneRowUnits>(a, w, st, smem);
       return;
@@ -140,7 +145,8 @@ __device__ __forceinline__ void linear_stream_prologue_hot(const weft_task_args*
 }
 
 // Requests what task `a` (of device op `op`) reads that no event guards. The task loop runs it, with all
-// threads, once per task before the task's waits; the streamed GEMV ops expect it to have run for the same
+// threads, once per task before the task's waits (the CUDA-core library: its GEMV and attention cases inlined,
+// the rest out of line; prefetch_task, task_loop.cuh); the streamed GEMV ops expect it to have run for the same
 // task (it starts the weight stream they consume).
 __device__ __forceinline__ void prefetch_op(int op, const weft_task_args* a, const weft_env* env, char* smem) {
   const i64 esize = a->dtype == WEFT_DEV_F32 ? 4 : 2;

@@ -7,8 +7,9 @@
 // local memory on every task, which cost 2-3 us per task on the critical path of a decode step (measured with
 // WEFT_TRACE and ncu: a GEMV task that returned at once still took 2.8 us). Exceptions, called out of line with
 // pointer operands, where inlining cost every task more than the call costs the op: the attention bodies and
-// prologues (ops_attention_qkv.cuh), the GEMV tiles a batch-1 kernel does not run (ops_linear.cuh) and the ops
-// of op_inlined below.
+// prologues (ops_attention_qkv.cuh), the GEMV tiles a batch-1 kernel does not run (ops_linear.cuh), the ops
+// of op_inlined below, and in the CUDA-core library every op and prefetch but the one-row GEMV tiles' and
+// attention's (run_cold_op, prefetch_cold_op).
 #ifndef WEFT_DEVICE_TASK_LOOP_CUH
 #define WEFT_DEVICE_TASK_LOOP_CUH
 
@@ -96,7 +97,7 @@ __device__ __forceinline__ bool run_op(int op, const weft_task_args* a, const we
   return run_op_switch(op, a, env, smem);
 #else
   if (is_gemv_op(op) && one_row_gemv(op, a, env, smem)) return true;  // the decode step's tiles (gemv_one_row.cuh)
-  if (op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) {  // inline: a call level more cost each attention task ~0.5 us
+  if (op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) {  // on every layer's critical path: no call level more
     op_attention_decode_qkv(a, env, smem);
     return true;
   }
