@@ -16,7 +16,8 @@ namespace weft_dev {
 // and on the critical path, reads it back instead of planning again (a chain of shared-memory loads and 64-bit
 // arithmetic; ~0.3 us pass from the wait to the x stage; Qwen3-0.6B -0.4% / -0.6% per token, H200, docs/perf.md
 // round 28). Tagged with the task's index: the prologue of every tile of the library's dtype writes the record
-// (task -1 where the run will not use it) right before that task's run, so a tag that matches is this task's.
+// (task -1 where the run cannot use it) right before that task's run, so a tag that matches is this task's, and one
+// that does not means the tile is not for this path.
 struct GemvPlanRecord {
   const void* w;
   long long n0, n1, spr;
@@ -43,17 +44,12 @@ __device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, co
   using T = OneRowT;
   if (a->row1 - a->row0 != 1 || a->dtype != WEFT_DEVLIB_ONE_ROW_DTYPE || a->col1 <= a->col0) return false;
   const int w_in = op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1;
-  const T* w;
-  GemvStream st;
+  // The prologue's plan; none (a tile without kGemvOneRowUnits stages, or an x row reaching the record): the op's
+  // general body runs it.
   const GemvPlanRecord* r = gemv_plan_record(smem);
-  if (r->task == env->task_index) {
-    w = static_cast<const T*>(r->w);
-    st = GemvStream{kGemvOneRowUnits, r->n0, r->n1, r->spr};
-  } else {
-    w = in_ptr<T>(a, env, w_in);
-    st = gemv_stream_plan<T>(a, w);
-    if (st.units != kGemvOneRowUnits) return false;
-  }
+  if (r->task != env->task_index) return false;
+  const T* w = static_cast<const T*>(r->w);
+  const GemvStream st{kGemvOneRowUnits, r->n0, r->n1, r->spr};
   const i64 k = a->d[0];
   const T* x = in_ptr<T>(a, env, 0) + a->row0 * (op == WEFT_DEV_OP_SILU_MUL_LINEAR ? 2 * k : k);
   T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
