@@ -26,7 +26,9 @@
 
 
 // The same chain with tagged words: word e of boundary i is (value << 16) | (i & 0xffff).
-__global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, int n, int iters, unsigned* sink) {
+__global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, int n, int iters, unsigned* sink,
+                                                            const char* flood, long long flood_src_bytes, int flood_bytes,
+                                                            bool lazy) {
   __shared__ unsigned short xs[8192];
   const int per = (n + gridDim.x - 1) / gridDim.x;
   unsigned acc = 0;
@@ -37,6 +39,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, 
       const int e = blockIdx.x * per + j;
       if (e < n) st_relaxed(r + e, (static_cast<unsigned>(static_cast<unsigned short>(acc + i + j)) << 16) | tag);
     }
+    flood_issue(flood, flood_src_bytes, flood_bytes, i);
     // Each thread's 8 words (two 16-byte loads), reloaded until all 8 carry this boundary's tag.
     for (int e = threadIdx.x * 8; e < n; e += kMicroThreads * 8) {
       uint4 a, b;
@@ -54,6 +57,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, 
     }
     __syncthreads();
     acc = xs[(i * 7) % n] + xs[n - 1];
+    flood_drain(lazy);
     __syncthreads();  // xs is rewritten by the next boundary
   }
   if (threadIdx.x == 0) sink[blockIdx.x] = acc;
@@ -65,8 +69,15 @@ int main() {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, %d SMs\n\n| protocol | row (bf16) | blocks | per boundary |\n|---|---|---|---|\n", prop.name, sms);
+  std::printf("device: %s, %d SMs\n\n| protocol | row (bf16) | flood per SM | per boundary |\n|---|---|---|---|\n", prop.name, sms);
   const int iters = 2000;
+  const long long flood_src_bytes = 1ll << 30;
+  char* flood;
+  CHECK(cudaMalloc(&flood, flood_src_bytes));
+  CHECK(cudaMemset(flood, 1, flood_src_bytes));
+  const int max_flood = 2 * 48 * 1024;
+  CHECK(cudaFuncSetAttribute(counter_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, max_flood));
+  CHECK(cudaFuncSetAttribute(tagged_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, max_flood));
   unsigned short* row16;
   unsigned *row32, *counter, *sink;
   CHECK(cudaMalloc(&row16, 2 * 8192 * 2));
@@ -76,7 +87,10 @@ int main() {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
-  for (int n : {1024, 2048, 4096}) {
+  for (int lazy = 0; lazy < 2; ++lazy)
+  for (int fl : {0, 8 * 1024, 16 * 1024, 32 * 1024, 48 * 1024})
+  for (int n : {1024, 2048, 6144}) {
+    if (lazy && fl == 0) continue;
     for (int proto = 0; proto < 2; ++proto) {
       std::vector<float> us;
       for (int rep = 0; rep < 7; ++rep) {
@@ -84,16 +98,16 @@ int main() {
         // Tags of 0xffff everywhere: no boundary of the first 65535 matches before it is written.
         CHECK(cudaMemset(row32, 0xff, 2 * 8192 * 4));
         CHECK(cudaEventRecord(e0));
-        if (proto == 0) counter_chain<<<sms, kMicroThreads>>>(row16, counter, n, iters, sink);
-        else tagged_chain<<<sms, kMicroThreads>>>(row32, n, iters, sink);
+        if (proto == 0) counter_chain<<<sms, kMicroThreads, 2 * fl>>>(row16, counter, n, iters, sink, flood, flood_src_bytes, fl, lazy);
+        else tagged_chain<<<sms, kMicroThreads, 2 * fl>>>(row32, n, iters, sink, flood, flood_src_bytes, fl, lazy);
         CHECK(cudaEventRecord(e1));
         CHECK(cudaEventSynchronize(e1));
         float ms;
         CHECK(cudaEventElapsedTime(&ms, e0, e1));
         if (rep > 0) us.push_back(ms * 1e3f / iters);
       }
-      std::printf("| %s | %d | %d | %.3f us |\n", proto == 0 ? "counter (release add, acquire poll, load)" : "tagged words",
-                  n, sms, median(us));
+      std::printf("| %s | %d | %d KiB%s | %.3f us |\n", proto == 0 ? "counter (release add, acquire poll, load)" : "tagged words",
+                  n, fl / 1024, lazy ? ", landing during the next boundary" : "", median(us));
     }
   }
   CHECK(cudaGetLastError());

@@ -56,11 +56,34 @@ __device__ __forceinline__ void wait_counter(const unsigned* c, unsigned target)
   }
 }
 
+// A decode task's prologue: `bytes` of a large weight buffer `src` (`src_bytes`, far past L2) requested into dynamic
+// shared memory (half i % 2 of 2 * bytes) by cp.async from every thread, the block's share for boundary i.
+// flood_drain(lazy) lands it at the end of the boundary, or (lazy) lands the previous boundary's, so that the
+// weights stream on through the next handoff as a decode step's do.
+__device__ __forceinline__ void flood_issue(const char* src, long long src_bytes, int bytes, int i) {
+  if (bytes <= 0) return;
+  extern __shared__ __align__(16) char flood_smem[];
+  const long long base = ((static_cast<long long>(i) * gridDim.x + blockIdx.x) * bytes) % src_bytes;
+  for (int o = threadIdx.x * 16; o < bytes; o += kMicroThreads * 16) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(flood_smem + (i & 1) * bytes + o));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + base + o) : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void flood_drain(bool lazy) {
+  if (lazy) asm volatile("cp.async.wait_group 1;" ::: "memory");
+  else asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
 // The megakernel's op boundary with no arithmetic (sync.cuh's counter protocol), chained `iters` times:
 // row: `n` bf16 (as u16) values; block b writes [b * per, (b + 1) * per). Each boundary i produces value
 // (sum of the block's view of the previous row's first words + i) so the chain is a true dependency.
+// flood_bytes > 0: after its release each block requests that much of `flood` (the next task's weight prologue,
+// task_loop.cuh), so the poll and the row's loads queue behind it as a decode step's do.
 __global__ void __launch_bounds__(kMicroThreads, 1) counter_chain(unsigned short* row, unsigned* counter, int n, int iters,
-                                                             unsigned* sink) {
+                                                             unsigned* sink, const char* flood = nullptr,
+                                                             long long flood_src_bytes = 0, int flood_bytes = 0,
+                                                             bool lazy = false) {
   __shared__ unsigned short xs[8192];
   const int per = (n + gridDim.x - 1) / gridDim.x;
   unsigned acc = 0;
@@ -71,10 +94,9 @@ __global__ void __launch_bounds__(kMicroThreads, 1) counter_chain(unsigned short
       if (e < n) r[e] = static_cast<unsigned short>(acc + i + j);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      red_release_add(counter, 1u);
-      wait_counter(counter, static_cast<unsigned>(gridDim.x) * (i + 1));
-    }
+    if (threadIdx.x == 0) red_release_add(counter, 1u);
+    flood_issue(flood, flood_src_bytes, flood_bytes, i);
+    if (threadIdx.x == 0) wait_counter(counter, static_cast<unsigned>(gridDim.x) * (i + 1));
     __syncthreads();
     for (int e = threadIdx.x * 8; e < n; e += kMicroThreads * 8) {
       // Coherent (not .nc) loads: the acquire before the barrier made the producers' stores visible.
@@ -82,6 +104,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) counter_chain(unsigned short
     }
     __syncthreads();
     acc = xs[(i * 7) % n] + xs[n - 1];
+    flood_drain(lazy);
   }
   if (threadIdx.x == 0) sink[blockIdx.x] = acc;
 }

@@ -85,6 +85,18 @@ __device__ __forceinline__ void unpack_vec(uint4 raw, float (&v)[Vec<T>::N]) {
 #pragma unroll
   for (int k = 0; k < Vec<T>::N; ++k) v[k] = to_f(t[k]);
 }
+// bf16 is the high half of an f32: one shift or one mask per element, the same values. Element by element the
+// compiler moved each odd element down and shifted it back up (PRMT + SHF), a third more instructions in the
+// GEMV loops' conversions (docs/perf.md, round 29).
+template <>
+__device__ __forceinline__ void unpack_vec<bf16>(uint4 raw, float (&v)[Vec<bf16>::N]) {
+  const unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    v[2 * k] = __uint_as_float(w[k] << 16);
+    v[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
 
 // Loads N = Vec<T>::N elements at p (16-byte aligned) as floats.
 template <typename T>

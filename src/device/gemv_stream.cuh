@@ -196,6 +196,11 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  // R == 1: one accumulator per unit of the stage, added when the row is done: four chains of 8 FMAs instead of one
+  // of 32 (a row's last stage is on the tile's critical path, docs/perf.md round 29).
+  float unit_acc[U];
+#pragma unroll
+  for (int i = 0; i < U; ++i) unit_acc[i] = 0.0f;
   // One x row: lane j holds the bias and residual of this warp's output row 32 * i + j, loaded a batch of 32 rows
   // ahead. Loaded when a row's sum was done, each cost the warp an L2 round trip while its ring drained.
   typename Out::Pre pre{};
@@ -214,20 +219,35 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
     for (int i = 0; i < U; ++i) {
       float wv[N];
       unpack_vec<T>(*reinterpret_cast<const uint4*>(mine + i * 512), wv);
+      if constexpr (R == 1) {  // one row; a test per unit cost a branch and kept the loads apart
+        float xv[N];
+        load_vec(xc + i * (512 / static_cast<i64>(sizeof(T))), xv);
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (R == 1 || r < rows) {  // R == 1: one row; a test per unit cost a branch and kept the loads apart
-          float xv[N];
-          load_vec(xc + r * k + i * (512 / static_cast<i64>(sizeof(T))), xv);
+        for (int e = 0; e < N; ++e) unit_acc[i] = fmaf(xv[e], wv[e], unit_acc[i]);
+      } else {
 #pragma unroll
-          for (int e = 0; e < N; ++e) acc[r] = fmaf(xv[e], wv[e], acc[r]);
+        for (int r = 0; r < R; ++r) {
+          if (r < rows) {
+            float xv[N];
+            load_vec(xc + r * k + i * (512 / static_cast<i64>(sizeof(T))), xv);
+#pragma unroll
+            for (int e = 0; e < N; ++e) acc[r] = fmaf(xv[e], wv[e], acc[r]);
+          }
         }
       }
     }
     slot = slot + 1 == kGemvStages ? 0 : slot + 1;
     if (R == 1 && use.part + 1 == st.spr) {  // a weight row is done: lane (row % 32) keeps it
-      const float v = warp_sum(acc[0]);
-      acc[0] = 0.0f;
+      float part = 0.0f;
+      if constexpr (U == 4) {
+        part = (unit_acc[0] + unit_acc[1]) + (unit_acc[2] + unit_acc[3]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < U; ++i) part += unit_acc[i];
+      }
+#pragma unroll
+      for (int i = 0; i < U; ++i) unit_acc[i] = 0.0f;
+      const float v = warp_sum(part);
       const int j = static_cast<int>(use.row & 31);
       if (lane() == j) done = out.value(v, pre);
       // A batch of 32 rows (or the warp's last) done: one coalesced store of them all, not a 2-byte store per
