@@ -10,6 +10,10 @@
 //            counter; the consumer's threads load their words and load again until every tag is current, then one
 //            block barrier. The poll and the data are one round trip, and nothing waits for a release.
 //
+// Each is run idle and under a weight flood: after its slice, every block requests 8-48 KiB of a 1 GiB buffer by
+// cp.async, as a decode task's prologue requests its first weight stages right at the boundary (task_loop.cuh),
+// landed at the boundary's end or during the next one (the stream going on through the hand-off).
+//
 // The time per boundary is the launch's time over `iters` (CUDA events, median of several launches).
 //
 // Build and run on the GPU machine (sm_90):
