@@ -29,9 +29,9 @@ const char* kUsage =
     "  weft compile GRAPH.json [--arch sm_80|sm_90a|sm_100a] [--sms N] [--set SYMBOL=VALUE]... [--no-cache]\n"
     "  weft inspect GRAPH.json [--arch ARCH] [--sms N] [--set SYMBOL=VALUE]...\n"
     "  weft cache stats|list|verify|clear\n"
-    "  weft example llama-3.2-1b|qwen3-0.6b [--layers N]   (prints a decode graph's canonical JSON)\n"
+    "  weft example llama-3.2-1b|qwen3-0.6b|qwen3-8b [--layers N]   (prints a decode graph's canonical JSON)\n"
     "  weft devices   (lists the GPUs weft can use; exit status 1 when there is none)\n"
-    "  weft checkpoint tiny-llama|tiny-qwen3|llama-3.2-1b|qwen3-0.6b DIR [--layers N] [--seed S]\n"
+    "  weft checkpoint tiny-llama|tiny-qwen3|llama-3.2-1b|qwen3-0.6b|qwen3-8b DIR [--layers N] [--seed S]\n"
     "      (writes a Hugging Face folder with random weights: config.json + model.safetensors)\n"
     "The cache lives in $WEFT_CACHE_DIR (default $XDG_CACHE_HOME/weft); WEFT_CACHE=off disables it.\n";
 
@@ -171,7 +171,8 @@ int cmd_example(const Args& a) {
   DecoderShape s;
   if (a.sub == "llama-3.2-1b") s = llama_3_2_1b_shape();
   else if (a.sub == "qwen3-0.6b") s = qwen3_0_6b_shape();
-  else invalid("unknown example '" + a.sub + "'; expected llama-3.2-1b or qwen3-0.6b");
+  else if (a.sub == "qwen3-8b") s = qwen3_8b_shape();
+  else invalid("unknown example '" + a.sub + "'; expected llama-3.2-1b, qwen3-0.6b or qwen3-8b");
   if (a.layers > 0) s.layers = a.layers;
   std::fputs(graph_to_json_string(build_decoder_graph(s)).c_str(), stdout);
   return 0;
@@ -183,7 +184,8 @@ int cmd_checkpoint(const Args& a) {
   else if (a.sub == "tiny-qwen3") s = tiny_decoder_shape(true);
   else if (a.sub == "llama-3.2-1b") s = llama_3_2_1b_shape();
   else if (a.sub == "qwen3-0.6b") s = qwen3_0_6b_shape();
-  else invalid("unknown checkpoint shape '" + a.sub + "'; expected tiny-llama, tiny-qwen3, llama-3.2-1b or qwen3-0.6b");
+  else if (a.sub == "qwen3-8b") s = qwen3_8b_shape();
+  else invalid("unknown checkpoint shape '" + a.sub + "'; expected tiny-llama, tiny-qwen3, llama-3.2-1b, qwen3-0.6b or qwen3-8b");
   if (a.layers > 0) s.layers = a.layers;
   write_random_checkpoint(a.file, s, a.seed);
   std::printf("wrote %s: random %s-shaped checkpoint (%lld layers, hidden %lld, vocab %lld)\n", a.file.c_str(), a.sub.c_str(),

@@ -23,6 +23,16 @@ DecoderShape qwen3_0_6b_shape() {
   return s;
 }
 
+DecoderShape qwen3_8b_shape() {
+  DecoderShape s = qwen3_0_6b_shape();
+  s.layers = 36;
+  s.hidden = 4096;
+  s.q_heads = 32;
+  s.ffn = 12288;
+  s.tie_word_embeddings = false;
+  return s;
+}
+
 DecoderShape tiny_decoder_shape(bool qwen3) {
   DecoderShape s = qwen3 ? qwen3_0_6b_shape() : llama_3_2_1b_shape();
   s.layers = 2;

@@ -38,6 +38,8 @@ struct DecoderShape {
 
 DecoderShape llama_3_2_1b_shape();
 DecoderShape qwen3_0_6b_shape();
+// Qwen3-8B: 36 layers, hidden 4096, 32 q / 8 kv heads of 128, FFN 12288, its own lm_head.
+DecoderShape qwen3_8b_shape();
 // Llama (or Qwen3 with qwen3 = true) structure at a size that loads, compiles and runs in milliseconds anywhere:
 // 2 layers, hidden 256, 4 q / 2 kv heads of 64, FFN 512, vocab 2048, max_seq 1024.
 DecoderShape tiny_decoder_shape(bool qwen3);

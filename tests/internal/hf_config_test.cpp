@@ -1,6 +1,9 @@
 // Hugging Face config.json -> decoder shape, for the Llama-3.x and Qwen3 layouts, and its errors.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 #include "core/error.hpp"
 #include "models/decoder_graph.hpp"
 
@@ -20,6 +23,43 @@ const char* kQwen = R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qw
   "intermediate_size": 3072, "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
   "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
   "rope_scaling": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 151936})";
+
+// ... and of Qwen3-8B's.
+const char* kQwen8B = R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+  "intermediate_size": 12288, "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+  "head_dim": 128, "max_position_embeddings": 40960, "rms_norm_eps": 1e-06, "rope_theta": 1000000,
+  "rope_scaling": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 151936})";
+
+// The built-in shapes (`weft example` / `weft checkpoint`, the benchmarks' random models) are the published models':
+// every field a config gives, equal (the KV cache length, max_seq, is the built-ins' own: 4096 rows).
+TEST(HfConfig, BuiltInShapesAreTheirConfigs) {
+  const std::pair<DecoderShape, const char*> cases[] = {
+      {llama_3_2_1b_shape(), kLlama}, {qwen3_0_6b_shape(), kQwen}, {qwen3_8b_shape(), kQwen8B}};
+  for (const auto& [built_in, config] : cases) {
+    const DecoderShape c = decoder_shape_from_hf_config(config);
+    SCOPED_TRACE(c.name + " of " + std::to_string(c.layers) + " layers");
+    EXPECT_EQ(built_in.name, c.name);
+    EXPECT_EQ(built_in.layers, c.layers);
+    EXPECT_EQ(built_in.hidden, c.hidden);
+    EXPECT_EQ(built_in.q_heads, c.q_heads);
+    EXPECT_EQ(built_in.kv_heads, c.kv_heads);
+    EXPECT_EQ(built_in.head_dim, c.head_dim);
+    EXPECT_EQ(built_in.ffn, c.ffn);
+    EXPECT_EQ(built_in.vocab, c.vocab);
+    EXPECT_EQ(built_in.qk_norm, c.qk_norm);
+    EXPECT_EQ(built_in.tie_word_embeddings, c.tie_word_embeddings);
+    EXPECT_DOUBLE_EQ(built_in.rope_theta, c.rope_theta);
+    EXPECT_EQ(built_in.rope_scaling, c.rope_scaling);
+    EXPECT_DOUBLE_EQ(built_in.rms_eps, c.rms_eps);
+    EXPECT_EQ(built_in.dtype, c.dtype);
+    if (c.rope_scaling == "llama3") {
+      EXPECT_DOUBLE_EQ(built_in.rope_factor, c.rope_factor);
+      EXPECT_DOUBLE_EQ(built_in.rope_low_freq_factor, c.rope_low_freq_factor);
+      EXPECT_DOUBLE_EQ(built_in.rope_high_freq_factor, c.rope_high_freq_factor);
+      EXPECT_EQ(built_in.rope_original_max_position, c.rope_original_max_position);
+    }
+  }
+}
 
 TEST(HfConfig, LlamaAndQwen3) {
   const DecoderShape l = decoder_shape_from_hf_config(kLlama);
