@@ -35,6 +35,12 @@
 
 
 
+// Whether all 8 words of a thread's two 16-byte loads carry boundary tag `tag`.
+__device__ __forceinline__ bool all_tagged(const uint4& a, const uint4& b, unsigned tag) {
+  return (a.x & 0xffffu) == tag && (a.y & 0xffffu) == tag && (a.z & 0xffffu) == tag && (a.w & 0xffffu) == tag &&
+         (b.x & 0xffffu) == tag && (b.y & 0xffffu) == tag && (b.z & 0xffffu) == tag && (b.w & 0xffffu) == tag;
+}
+
 // The same chain with tagged words: word e of boundary i is (value << 16) | (i & 0xffff).
 __global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, int n, int iters, unsigned* sink,
                                                             const char* flood, long long flood_src_bytes, int flood_bytes,
@@ -66,10 +72,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, 
         const bool acq = ordered == 1 || ordered == 3;
         a = acq ? ld_acquire_v4(r + e) : ld_relaxed_v4(r + e);
         b = acq ? ld_acquire_v4(r + e + 4) : ld_relaxed_v4(r + e + 4);
-        const bool ok = (a.x & 0xffffu) == tag && (a.y & 0xffffu) == tag && (a.z & 0xffffu) == tag &&
-                        (a.w & 0xffffu) == tag && (b.x & 0xffffu) == tag && (b.y & 0xffffu) == tag &&
-                        (b.z & 0xffffu) == tag && (b.w & 0xffffu) == tag;
-        if (ok) break;
+        if (all_tagged(a, b, tag)) break;
       }
       if (ordered == 4) {
         a = ld_acquire_v4(r + e);
@@ -124,10 +127,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) counter_tagged_chain(unsigne
       const int e = (threadIdx.x + c * kMicroThreads) * 8;
       if (e >= n) continue;
       for (;;) {
-        const bool ok = (a[c].x & 0xffffu) == tag && (a[c].y & 0xffffu) == tag && (a[c].z & 0xffffu) == tag &&
-                        (a[c].w & 0xffffu) == tag && (b[c].x & 0xffffu) == tag && (b[c].y & 0xffffu) == tag &&
-                        (b[c].z & 0xffffu) == tag && (b[c].w & 0xffffu) == tag;
-        if (ok) break;
+        if (all_tagged(a[c], b[c], tag)) break;
         a[c] = ld_relaxed_v4(r + e);
         b[c] = ld_relaxed_v4(r + e + 4);
       }

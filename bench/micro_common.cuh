@@ -35,28 +35,21 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
 __device__ __forceinline__ void red_release_add(unsigned* p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ uint4 ld_relaxed_v4(const unsigned* p) {
-  uint4 v;
-  asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
+// 16 bytes of 32-bit words at GPU scope: relaxed loads, or acquires (each invalidates the SM's L1 after it).
+#define WEFT_MICRO_LD_V4(SEM)                                                                           \
+  uint4 v;                                                                                             \
+  asm volatile("ld." SEM ".gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"                                  \
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                           \
+               : "l"(p)                                                                               \
+               : "memory");                                                                           \
   return v;
-}
+__device__ __forceinline__ uint4 ld_relaxed_v4(const unsigned* p) { WEFT_MICRO_LD_V4("relaxed") }
+__device__ __forceinline__ uint4 ld_acquire_v4(const unsigned* p) { WEFT_MICRO_LD_V4("acquire") }
+#undef WEFT_MICRO_LD_V4
 __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
   asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
-__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint4 ld_acquire_v4(const unsigned* p) {
-  uint4 v;
-  asm volatile("ld.acquire.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
+// A release fence at GPU scope: what this thread did before it is visible to whoever sees what it does after.
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
 // Thread polls *c with acquire loads until it reaches target (wrapping), backing off as weft_poll_event does.
