@@ -65,7 +65,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("variants", nargs="+", help="LABEL=BUILD_DIR_OR_ARCHIVE[:WEFT_TUNE[:DEVLIB_DIR]]")
     ap.add_argument("--models", default="llama-3.2-1b,qwen3-0.6b", help="shapes `weft checkpoint` writes")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3, help="timed repetitions (0: with --trace, the traces only)")
     ap.add_argument("--steps", type=int, default=128)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--prompt-len", type=int, default=64)
@@ -126,6 +126,8 @@ def main():
         for mode in args.modes.split(","):
             for v in variants:
                 ms = [r["ms"] for r in results if (r["model"], r["mode"], r["variant"]) == (model, mode, v["label"])]
+                if not ms:  # --reps 0: traces only
+                    continue
                 print(f"{model:14} {mode:5} {v['label']:16} {statistics.median(ms):10.4f}  "
                       + " ".join(f"{x:.4f}" for x in ms))
 
