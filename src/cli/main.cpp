@@ -167,12 +167,18 @@ int cmd_inspect(const Args& a) {
   return 0;
 }
 
+// The published models' shapes `weft example` and `weft checkpoint` know by name; false for any other name.
+bool published_shape(const std::string& name, DecoderShape& s) {
+  if (name == "llama-3.2-1b") s = llama_3_2_1b_shape();
+  else if (name == "qwen3-0.6b") s = qwen3_0_6b_shape();
+  else if (name == "qwen3-8b") s = qwen3_8b_shape();
+  else return false;
+  return true;
+}
+
 int cmd_example(const Args& a) {
   DecoderShape s;
-  if (a.sub == "llama-3.2-1b") s = llama_3_2_1b_shape();
-  else if (a.sub == "qwen3-0.6b") s = qwen3_0_6b_shape();
-  else if (a.sub == "qwen3-8b") s = qwen3_8b_shape();
-  else invalid("unknown example '" + a.sub + "'; expected llama-3.2-1b, qwen3-0.6b or qwen3-8b");
+  if (!published_shape(a.sub, s)) invalid("unknown example '" + a.sub + "'; expected llama-3.2-1b, qwen3-0.6b or qwen3-8b");
   if (a.layers > 0) s.layers = a.layers;
   std::fputs(graph_to_json_string(build_decoder_graph(s)).c_str(), stdout);
   return 0;
@@ -182,10 +188,8 @@ int cmd_checkpoint(const Args& a) {
   DecoderShape s;
   if (a.sub == "tiny-llama") s = tiny_decoder_shape(false);
   else if (a.sub == "tiny-qwen3") s = tiny_decoder_shape(true);
-  else if (a.sub == "llama-3.2-1b") s = llama_3_2_1b_shape();
-  else if (a.sub == "qwen3-0.6b") s = qwen3_0_6b_shape();
-  else if (a.sub == "qwen3-8b") s = qwen3_8b_shape();
-  else invalid("unknown checkpoint shape '" + a.sub + "'; expected tiny-llama, tiny-qwen3, llama-3.2-1b, qwen3-0.6b or qwen3-8b");
+  else if (!published_shape(a.sub, s))
+    invalid("unknown checkpoint shape '" + a.sub + "'; expected tiny-llama, tiny-qwen3, llama-3.2-1b, qwen3-0.6b or qwen3-8b");
   if (a.layers > 0) s.layers = a.layers;
   write_random_checkpoint(a.file, s, a.seed);
   std::printf("wrote %s: random %s-shaped checkpoint (%lld layers, hidden %lld, vocab %lld)\n", a.file.c_str(), a.sub.c_str(),
