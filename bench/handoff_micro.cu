@@ -16,7 +16,7 @@
 //   counter, row in tagged words loaded with the poll  the counter protocol, the row also written as tagged words:
 //            the consumer's threads request their words before thread 0 polls, so that the row's load is not a
 //            round trip after the poll's.
-// Each is run idle and under a weight flood: after its slice, every block requests 8-48 KiB of a 1 GiB buffer by
+// Each is run idle and under a weight flood: after its slice, every block requests 16 or 32 KiB of a 1 GiB buffer by
 // cp.async, as a decode task's prologue requests its first weight stages right at the boundary (task_loop.cuh),
 // landed at the boundary's end or during the next one (the stream going on through the hand-off).
 //
@@ -35,10 +35,23 @@
 
 
 
+// Block b's slice of boundary i's row as tagged words: word e is (value << 16) | tag.
+__device__ __forceinline__ void store_tagged_slice(unsigned* r, int n, int per, unsigned acc, int i, unsigned tag) {
+  for (int j = threadIdx.x; j < per; j += kMicroThreads) {
+    const int e = blockIdx.x * per + j;
+    if (e < n) st_relaxed(r + e, (static_cast<unsigned>(static_cast<unsigned short>(acc + i + j)) << 16) | tag);
+  }
+}
 // Whether all 8 words of a thread's two 16-byte loads carry boundary tag `tag`.
 __device__ __forceinline__ bool all_tagged(const uint4& a, const uint4& b, unsigned tag) {
   return (a.x & 0xffffu) == tag && (a.y & 0xffffu) == tag && (a.z & 0xffffu) == tag && (a.w & 0xffffu) == tag &&
          (b.x & 0xffffu) == tag && (b.y & 0xffffu) == tag && (b.z & 0xffffu) == tag && (b.w & 0xffffu) == tag;
+}
+// The values of those 8 words into xs[e, e + 8).
+__device__ __forceinline__ void untag_into(unsigned short* xs, int e, const uint4& a, const uint4& b) {
+  const unsigned w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int k = 0; k < 8; ++k) xs[e + k] = static_cast<unsigned short>(w[k] >> 16);
 }
 
 // The same chain with tagged words: word e of boundary i is (value << 16) | (i & 0xffff).
@@ -60,16 +73,13 @@ __global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, 
       }
       if (threadIdx.x < per && ordered != 3) fence_acq_rel_gpu();
     }
-    for (int j = threadIdx.x; j < per; j += kMicroThreads) {
-      const int e = blockIdx.x * per + j;
-      if (e < n) st_relaxed(r + e, (static_cast<unsigned>(static_cast<unsigned short>(acc + i + j)) << 16) | tag);
-    }
+    store_tagged_slice(r, n, per, acc, i, tag);
     flood_issue(flood, flood_src_bytes, flood_bytes, i);
     // Each thread's 8 words (two 16-byte loads), reloaded until all 8 carry this boundary's tag.
+    const bool acq = ordered == 1 || ordered == 3;
     for (int e = threadIdx.x * 8; e < n; e += kMicroThreads * 8) {
       uint4 a, b;
       for (;;) {
-        const bool acq = ordered == 1 || ordered == 3;
         a = acq ? ld_acquire_v4(r + e) : ld_relaxed_v4(r + e);
         b = acq ? ld_acquire_v4(r + e + 4) : ld_relaxed_v4(r + e + 4);
         if (all_tagged(a, b, tag)) break;
@@ -78,9 +88,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, 
         a = ld_acquire_v4(r + e);
         b = ld_acquire_v4(r + e + 4);
       }
-      const unsigned w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int k = 0; k < 8; ++k) xs[e + k] = static_cast<unsigned short>(w[k] >> 16);
+      untag_into(xs, e, a, b);
     }
     __syncthreads();
     acc = xs[(i * 7) % n] + xs[n - 1];
@@ -94,7 +102,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) tagged_chain(unsigned* row, 
 // The counter protocol with the row carried in tagged words as well: the producer stores its slice's words (relaxed),
 // then releases the counter as counter_chain does; the consumer's threads load their words, thread 0 polls the
 // counter, each thread reloads its words until every tag is current, one barrier. The ordering is the counter's;
-// the row's load goes out with the poll instead of after it (weft's tagged x stage, gemv_one_row.cuh).
+// the row's load goes out with the poll instead of after it.
 __global__ void __launch_bounds__(kMicroThreads, 1) counter_tagged_chain(unsigned* row, unsigned* counter, int n, int iters,
                                                                     unsigned* sink, const char* flood,
                                                                     long long flood_src_bytes, int flood_bytes, bool lazy) {
@@ -104,10 +112,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) counter_tagged_chain(unsigne
   for (int i = 0; i < iters; ++i) {
     unsigned* r = row + (i & 1) * n;
     const unsigned tag = static_cast<unsigned>(i) & 0xffffu;
-    for (int j = threadIdx.x; j < per; j += kMicroThreads) {
-      const int e = blockIdx.x * per + j;
-      if (e < n) st_relaxed(r + e, (static_cast<unsigned>(static_cast<unsigned short>(acc + i + j)) << 16) | tag);
-    }
+    store_tagged_slice(r, n, per, acc, i, tag);
     __syncthreads();
     if (threadIdx.x == 0) red_release_add(counter, 1u);
     flood_issue(flood, flood_src_bytes, flood_bytes, i);
@@ -131,9 +136,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) counter_tagged_chain(unsigne
         a[c] = ld_relaxed_v4(r + e);
         b[c] = ld_relaxed_v4(r + e + 4);
       }
-      const unsigned w[8] = {a[c].x, a[c].y, a[c].z, a[c].w, b[c].x, b[c].y, b[c].z, b[c].w};
-#pragma unroll
-      for (int k = 0; k < 8; ++k) xs[e + k] = static_cast<unsigned short>(w[k] >> 16);
+      untag_into(xs, e, a[c], b[c]);
     }
     __syncthreads();
     acc = xs[(i * 7) % n] + xs[n - 1];
