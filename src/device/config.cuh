@@ -124,11 +124,14 @@ static inline WEFT_HOST_DEVICE long long weft_mma_split_parts(long long smem, lo
 #define WEFT_ATTN_MAX_HEAD_DIM 4096
 
 // Bytes attention_decode_qkv stages at the end of shared memory (ops_attention_qkv.cuh): cos and sin [hd/2] f32,
-// the position (16 bytes), q heads [group][hd], k [hd], v [hd], each piece 16-byte aligned. Lowering refuses a
-// shape whose staging does not fit; the device lays it out with the same pieces.
+// the position (16 bytes), q heads [group][hd], k [hd], v [hd], each piece 16-byte aligned, then the prologue's plan
+// for the run (WEFT_ATTN_RUN_RECORD_BYTES, the last bytes). Lowering refuses a shape whose staging does not fit; the
+// device lays it out with the same pieces.
 #define WEFT_ROUND16(x) (((x) + 15) & ~15)
-#define WEFT_QKV_STAGE_BYTES(hd, group, esize) \
-  (2 * WEFT_ROUND16((hd) / 2 * 4) + 16 + WEFT_ROUND16((group) * (hd) * (esize)) + 2 * WEFT_ROUND16((hd) * (esize)))
+#define WEFT_ATTN_RUN_RECORD_BYTES 512
+#define WEFT_QKV_STAGE_BYTES(hd, group, esize)                                                                   \
+  (2 * WEFT_ROUND16((hd) / 2 * 4) + 16 + WEFT_ROUND16((group) * (hd) * (esize)) + 2 * WEFT_ROUND16((hd) * (esize)) + \
+   WEFT_ATTN_RUN_RECORD_BYTES)
 
 // Every device op, in weft_dev_op order: X(ENUM_SUFFIX, name). Op WEFT_DEV_OP_<E> runs weft_dev::op_<name>
 // (the task loop's dispatch, task_loop.cuh) and is called "weft_dev_<name>" in traces and messages.

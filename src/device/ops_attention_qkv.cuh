@@ -39,6 +39,26 @@ __device__ __forceinline__ QkvStage<T> qkv_stage(const weft_task_args* a, char* 
   return st;
 }
 
+// The prologue's plan of a tile that takes the shared-memory path, for its run (qkv_note_run): after the task's wait,
+// on the critical path of every layer, the run went through ~1,100 instructions of checks, dispatch and planning
+// (~2 us, diagnostic stamps) before its first load of q, k and v; with the record, the plan is a few shared-memory
+// loads. Tagged with the task's index: every attention_decode_qkv prologue writes the tag (-1: no plan), so a tag
+// that matches is this task's in this step. The last WEFT_ATTN_RUN_RECORD_BYTES of shared memory, past the staging.
+template <typename T>
+struct QkvRunRecord {
+  int task;
+  int pad;
+  QkvStage<T> st;
+  AttnIo<T> io;
+  AttnSmemPlan s;
+  const T *qkv, *wq, *wk;  // the tile's row of qkv, the q and k norm weights (or null)
+};
+template <typename T>
+__device__ __forceinline__ QkvRunRecord<T>* qkv_run_record(char* smem) {
+  static_assert(sizeof(QkvRunRecord<T>) <= WEFT_ATTN_RUN_RECORD_BYTES, "the record fits its bytes");
+  return reinterpret_cast<QkvRunRecord<T>*>(smem + WEFT_SMEM_BYTES - WEFT_ATTN_RUN_RECORD_BYTES);
+}
+
 template <typename T>
 __device__ __forceinline__ AttnIo<T> attn_io_qkv(const weft_task_args* a, const weft_env* env, const QkvStage<T>& st) {
   AttnIo<T> io = attn_io_common<T>(a, env, 1, 3);
@@ -48,6 +68,37 @@ __device__ __forceinline__ AttnIo<T> attn_io_qkv(const weft_task_args* a, const 
   io.q_row = io.q_kv = io.kv_row = io.kv_head = 0;
   io.reserve = st.bytes;
   return io;
+}
+
+// The tile's row of the qkv operand.
+template <typename T>
+__device__ __forceinline__ const T* qkv_row(const weft_task_args* a, const weft_env* env, const AttnIo<T>& io) {
+  return in_ptr<T>(a, env, 0) + a->row0 * (io.hq + 2 * io.hkv) * io.hd;
+}
+
+// Before the wait, by every thread (thread 0 writes), where the prologue found that the tile takes the shared-memory
+// path whole: the run record of this task. (Every prologue first writes the tag -1: no plan.)
+template <typename T>
+__device__ __forceinline__ void qkv_note_run(const weft_task_args* a, const weft_env* env, char* smem,
+                                             const QkvStage<T>& st, const AttnIo<T>& io) {
+  if (tid() != 0) return;
+  QkvRunRecord<T>* r = qkv_run_record<T>(smem);
+  r->st = st;
+  r->io = io;
+  r->s = attn_smem_plan<T>(a, io, smem);
+  r->qkv = qkv_row<T>(a, env, io);
+  r->wq = in_ptr<T>(a, env, 4);
+  r->wk = in_ptr<T>(a, env, 5);
+  r->task = env->task_index;
+}
+
+// Whether the run has its prologue's plan (qkv_note_run): the record is this task's, and the loop's wait came between
+// the prologue that wrote it and the run (its barrier shows the record to every thread; WEFT_TUNE_LATE_PREFETCH's
+// prologue runs after the wait, with no barrier before the run).
+template <typename T>
+__device__ __forceinline__ bool qkv_run_planned(const weft_task_args* a, const weft_env* env, char* smem) {
+  return !(env->tuning & WEFT_TUNE_LATE_PREFETCH) && task_of(a)->wait_count > 0 &&
+         qkv_run_record<T>(smem)->task == env->task_index;
 }
 
 // cos / sin of every pair index at position p, exactly as rope_impl computes them.
@@ -167,17 +218,15 @@ __device__ __forceinline__ const T* qkv_fused_head(const T* qkv, const T* wq, co
 // SPLIT (attention_split.cuh): a part of a split tile in split mode (plan: attn_split_plan; `whole_cap` the unsplit
 // plan's rows). It stages q, attends over its timesteps only, leaves k and v (the caches' row p) to the part that
 // holds p, and merges if it arrives last; at a position where the tile is not split it does nothing (true).
+// qkv is the tile's row of the qkv operand, wq and wk the norm weights (or null).
 template <typename T, int D, int G, bool SPLIT = false>
-__device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, const weft_env* env, const QkvStage<T>& st,
-                                                   const AttnIo<T>& io, const AttnSmemPlan& s, char* smem,
-                                                   const AttnSplit& sp = AttnSplit{}, int whole_cap = 0) {
+__device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, const QkvStage<T>& st, const AttnIo<T>& io,
+                                                   const AttnSmemPlan& s, char* smem, const T* qkv, const T* wq,
+                                                   const T* wk, const AttnSplit& sp = AttnSplit{}, int whole_cap = 0) {
   constexpr int HD = 32 * D;
   attn_smem_assume_shared(s);
   const int group = s.group, hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), kvh = s.kvh;
   const i64 b = a->row0;
-  const T* qkv = in_ptr<T>(a, env, 0) + b * (hq + 2 * hkv) * HD;
-  const T* wq = in_ptr<T>(a, env, 4);
-  const T* wk = in_ptr<T>(a, env, 5);
   const T* w = nullptr;
   T xr[D], wr[D];
   const i64 pg = load_int(io.pos, io.pos_dtype, b);
@@ -284,11 +333,28 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
 // attention_decode_qkv's instance of the shared-memory path (attention_qkv_smem), set up from its arguments.
 template <typename T, int D, int G>
 __device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a, const weft_env* env, char* smem) {
-  const QkvStage<T> st = qkv_stage<T>(a, smem);
-  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
-  const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
+  QkvStage<T> st;
+  AttnIo<T> io;
+  AttnSmemPlan s;
+  const T *qkv, *wq, *wk;
+  if (qkv_run_planned<T>(a, env, smem)) {  // the prologue's plan (qkv_note_run)
+    const QkvRunRecord<T>* r = qkv_run_record<T>(smem);
+    st = r->st;
+    io = r->io;
+    s = r->s;
+    qkv = r->qkv;
+    wq = r->wq;
+    wk = r->wk;
+  } else {
+    st = qkv_stage<T>(a, smem);
+    io = attn_io_qkv<T>(a, env, st);
+    s = attn_smem_plan<T>(a, io, smem);
+    qkv = qkv_row<T>(a, env, io);
+    wq = in_ptr<T>(a, env, 4);
+    wk = in_ptr<T>(a, env, 5);
+  }
   if (!s.ok || s.hd != 32 * D || s.group % G != 0) return false;
-  return attention_qkv_smem<T, D, G>(a, env, st, io, s, smem);
+  return attention_qkv_smem<T, D, G>(a, st, io, s, smem, qkv, wq, wk);
 }
 struct AttnQkvSmemInstance {
   template <typename T, int D, int G>
@@ -305,7 +371,8 @@ __device__ __noinline__ bool attention_qkv_split_instance(const weft_task_args* 
   const AttnSmemPlan s = attn_split_plan<T>(a, io, smem);
   AttnSplit sp;
   if (!s.ok || s.hd != 32 * D || s.group % G != 0 || !attn_split_of(a, sp) || sp.parts < 2) return false;
-  return attention_qkv_smem<T, D, G, true>(a, env, st, io, s, smem, sp, attn_smem_plan<T>(a, io, smem).cap);
+  return attention_qkv_smem<T, D, G, true>(a, st, io, s, smem, qkv_row<T>(a, env, io), in_ptr<T>(a, env, 4),
+                                           in_ptr<T>(a, env, 5), sp, attn_smem_plan<T>(a, io, smem).cap);
 }
 struct AttnQkvSplitInstance {
   template <typename T, int D, int G>
@@ -366,6 +433,9 @@ __device__ __noinline__ void attention_decode_qkv_split(const weft_task_args* a,
 // an unsplit tile (the unsplit instance declines, having written nothing, a position that does not fit after all).
 template <typename T>
 __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+  // Where the prologue planned the shared-memory path (qkv_note_run; the loop's wait was the barrier that shows the
+  // record), straight there: no checks or notes to read again. A position that no longer fits falls through.
+  if (qkv_run_planned<T>(a, env, smem) && attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
     return;
   if (a->d[9] <= 1) {  // unsplit, as the prologue reads it (attention_qkv_prologue)

@@ -69,6 +69,7 @@ __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, c
   if (sp.part == 0) {
     qkv_rope_table<T>(a, st, raw);
     const bool whole = attention_smem_prologue<T>(a, io, smem);  // notes its rows at smem (or none: -1)
+    if (whole) qkv_note_run<T>(a, env, smem, st, io);
     prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
     prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
     attn_split_note(smem, whole ? kAttnNoteWhole : 0, raw);
@@ -100,6 +101,7 @@ __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, c
 // Before the wait: the rope table, the K/V rows (shared-memory path) or their L2 prefetch, the norm weights.
 template <typename T>
 __device__ __noinline__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (tid() == 0) qkv_run_record<T>(smem)->task = -1;  // no plan for the run, unless noted below
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) return;
   if (a->d[9] > 1) {
     attention_split_prologue<T>(a, env, smem);
@@ -108,7 +110,8 @@ __device__ __noinline__ void attention_qkv_prologue(const weft_task_args* a, con
   const QkvStage<T> st = qkv_stage<T>(a, smem);
   qkv_rope_table<T>(a, st, load_int(in_ptr<void>(a, env, 3), a->i[0], a->row0));
   const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
-  if (!attention_smem_prologue<T>(a, io, smem)) attention_prefetch<T>(a, io);
+  if (attention_smem_prologue<T>(a, io, smem)) qkv_note_run<T>(a, env, smem, st, io);
+  else attention_prefetch<T>(a, io);
   const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
   prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
   prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
