@@ -124,6 +124,10 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{8, 8192}, {8192}, {72, 8192}}});
         specs.push_back({"linear", {}, {{8, 8192}, {56, 8192}}});
         specs.push_back({"rmsnorm_linear", {{"eps", 1e-5}}, {{32, 2048}, {2048}, {520, 2048}}});
+        // Tiles that no warp-range boundary cuts (64 columns on 132 SMs: 8 groups of 8 weight rows, each warp's range
+        // whole groups), which skip the cut-group sums: one and two m16 blocks.
+        specs.push_back({"linear", {}, {{16, 128}, {8448, 128}}});
+        specs.push_back({"linear", {}, {{32, 256}, {8448, 256}, {8448}, {32, 8448}}, {}, {input, weight, weight, input}});
         // Tiles split over K (a plain linear whose rows fit no tile whole: weft_mma_split_parts, the last part of
         // each tile adding the others' sums from scratch): 32 rows of K 8192 with bias and residual (4 parts of
         // 2048 with the wide shared memory, 8 of 1024 at the base size), 12 rows of K 8192 with a partial last
