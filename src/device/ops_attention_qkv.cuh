@@ -76,20 +76,29 @@ __device__ __forceinline__ const T* qkv_row(const weft_task_args* a, const weft_
   return in_ptr<T>(a, env, 0) + a->row0 * (io.hq + 2 * io.hkv) * io.hd;
 }
 
+// The shared-memory path's plan of this task from its staging and operands: what the prologue records for the run
+// (qkv_note_run), and what a run without the record computes itself.
+template <typename T>
+__device__ __forceinline__ QkvRunRecord<T> qkv_plan(const weft_task_args* a, const weft_env* env, char* smem,
+                                                    const QkvStage<T>& st, const AttnIo<T>& io) {
+  QkvRunRecord<T> r;
+  r.task = env->task_index;
+  r.pad = 0;
+  r.st = st;
+  r.io = io;
+  r.s = attn_smem_plan<T>(a, io, smem);
+  r.qkv = qkv_row<T>(a, env, io);
+  r.wq = in_ptr<T>(a, env, 4);
+  r.wk = in_ptr<T>(a, env, 5);
+  return r;
+}
+
 // Before the wait, by every thread (thread 0 writes), where the prologue found that the tile takes the shared-memory
 // path whole: the run record of this task. (Every prologue first writes the tag -1: no plan.)
 template <typename T>
 __device__ __forceinline__ void qkv_note_run(const weft_task_args* a, const weft_env* env, char* smem,
                                              const QkvStage<T>& st, const AttnIo<T>& io) {
-  if (tid() != 0) return;
-  QkvRunRecord<T>* r = qkv_run_record<T>(smem);
-  r->st = st;
-  r->io = io;
-  r->s = attn_smem_plan<T>(a, io, smem);
-  r->qkv = qkv_row<T>(a, env, io);
-  r->wq = in_ptr<T>(a, env, 4);
-  r->wk = in_ptr<T>(a, env, 5);
-  r->task = env->task_index;
+  if (tid() == 0) *qkv_run_record<T>(smem) = qkv_plan<T>(a, env, smem, st, io);
 }
 
 // Whether the run has its prologue's plan (qkv_note_run): the record is this task's, and the loop's wait came between
@@ -333,28 +342,15 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
 // attention_decode_qkv's instance of the shared-memory path (attention_qkv_smem), set up from its arguments.
 template <typename T, int D, int G>
 __device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a, const weft_env* env, char* smem) {
-  QkvStage<T> st;
-  AttnIo<T> io;
-  AttnSmemPlan s;
-  const T *qkv, *wq, *wk;
-  if (qkv_run_planned<T>(a, env, smem)) {  // the prologue's plan (qkv_note_run)
-    const QkvRunRecord<T>* r = qkv_run_record<T>(smem);
-    st = r->st;
-    io = r->io;
-    s = r->s;
-    qkv = r->qkv;
-    wq = r->wq;
-    wk = r->wk;
+  QkvRunRecord<T> p;
+  if (qkv_run_planned<T>(a, env, smem)) {
+    p = *qkv_run_record<T>(smem);  // the prologue's plan (qkv_note_run)
   } else {
-    st = qkv_stage<T>(a, smem);
-    io = attn_io_qkv<T>(a, env, st);
-    s = attn_smem_plan<T>(a, io, smem);
-    qkv = qkv_row<T>(a, env, io);
-    wq = in_ptr<T>(a, env, 4);
-    wk = in_ptr<T>(a, env, 5);
+    const QkvStage<T> st = qkv_stage<T>(a, smem);
+    p = qkv_plan<T>(a, env, smem, st, attn_io_qkv<T>(a, env, st));
   }
-  if (!s.ok || s.hd != 32 * D || s.group % G != 0) return false;
-  return attention_qkv_smem<T, D, G>(a, st, io, s, smem, qkv, wq, wk);
+  if (!p.s.ok || p.s.hd != 32 * D || p.s.group % G != 0) return false;
+  return attention_qkv_smem<T, D, G>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk);
 }
 struct AttnQkvSmemInstance {
   template <typename T, int D, int G>
