@@ -79,6 +79,16 @@ static inline WEFT_HOST_DEVICE long long weft_mma_chunk_k(long long smem, long l
   return 0;
 }
 
+// Whether a linear_silu_mul tile of `rows` x rows and `cols` output columns takes the tensor-core path: its x rows
+// (all of K) and partial sums fit beside the ring together with the gate and up sums of its columns (two per column
+// and row, rounded to the dtype), which it keeps until both halves of a column are done (ops_linear_silu_mul.cuh).
+// Lowering and the device take the same value.
+static inline WEFT_HOST_DEVICE bool weft_mma_swiglu_fits(long long smem, long long k, long long rows, long long cols,
+                                                         long long esize) {
+  return rows * WEFT_MMA_ROW_BYTES(k, esize) + rows * 2 * ((cols + 7) / 8 * 8) * esize <=
+         smem - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES;
+}
+
 // Whether `rows` x rows of kc columns and their partial sums fit beside the ring (a split tile's part).
 static inline WEFT_HOST_DEVICE bool weft_mma_split_fits(long long smem, long long kc, long long rows, long long esize) {
   return rows * WEFT_MMA_ROW_BYTES(kc, esize) <= smem - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES;
@@ -141,6 +151,6 @@ static inline WEFT_HOST_DEVICE long long weft_mma_split_parts(long long smem, lo
   X(SILU_MUL, silu_mul) X(ROPE, rope) X(ATTENTION_DECODE, attention_decode) X(SOFTMAX, softmax)          \
   X(ARGMAX, argmax) X(REDUCE, reduce) X(CAST, cast) X(RESHAPE, reshape) X(SLICE, slice) X(CONCAT, concat)  \
   X(RMSNORM_LINEAR, rmsnorm_linear) X(SILU_MUL_LINEAR, silu_mul_linear)                                  \
-  X(ATTENTION_DECODE_QKV, attention_decode_qkv)
+  X(ATTENTION_DECODE_QKV, attention_decode_qkv) X(LINEAR_SILU_MUL, linear_silu_mul)
 
 #endif  // WEFT_DEVICE_CONFIG_CUH

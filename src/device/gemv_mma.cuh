@@ -10,6 +10,10 @@
 // streaming. A group whose stages lie in one warp's range is stored from that warp's accumulators; a group cut
 // by a range boundary leaves each warp's part in shared memory, and after a barrier the block sums the parts
 // in warp order (deterministic) and stores them.
+//
+// Paired tiles (kPaired; linear_silu_mul, ops_linear_silu_mul.cuh) stream two weight rows per output column: the
+// tile's groups alternate between 8 gate rows (rows col0 + 8 p ..) and the 8 up rows F further, so that the same
+// plan, ring and reduction serve both halves of a SwiGLU and each column's two sums end in one tile.
 #ifndef WEFT_DEVICE_GEMV_MMA_CUH
 #define WEFT_DEVICE_GEMV_MMA_CUH
 
@@ -108,10 +112,11 @@ static __device__ __noinline__ i64 mma_chunk_k_of(i64 k, i64 rows, i64 cols) {
   return weft_mma_chunk_k(WEFT_SMEM_BYTES, k, rows, cols, 2);
 }
 
-// The stream of a tile of `cols` weight rows over kc columns of K (off when it has too many stages).
-__device__ __forceinline__ MmaStream mma_stream_of(i64 cols, i64 kc) {
+// The stream of a tile of `cols` output columns over kc columns of K, `halves` weight rows per column (2: paired,
+// see the top of the file), off when it has too many stages.
+__device__ __forceinline__ MmaStream mma_stream_of(i64 cols, i64 kc, int halves = 1) {
   MmaStream s;
-  const i64 total = (cols + kMmaGroupRows - 1) / kMmaGroupRows * (kc / kMmaStageK);
+  const i64 total = (cols + kMmaGroupRows - 1) / kMmaGroupRows * halves * (kc / kMmaStageK);
   if (total >= kMmaMaxStages) return s;
   s.on = true;
   s.kc = kc;
@@ -131,8 +136,9 @@ __device__ __noinline__ void linear_split_run(const weft_task_args* a, const wef
 // Whether the tile takes the tensor-core path: 16-bit T, WEFT_MMA_MIN_ROWS..WEFT_MMA_ROWS_FIT rows, K a multiple
 // of the stage, 16-byte aligned weights. kChunked (a plain linear's tile): rows that do not fit whole may be
 // staged in K chunks. A template parameter so that the other ops' plans are compiled without it. Lowering sizes
-// tiles with the same rules.
-template <typename T, bool kChunked>
+// tiles with the same rules. kPaired: a linear_silu_mul tile, which also keeps its gate and up sums in shared memory
+// (weft_mma_swiglu_fits) and is never chunked.
+template <typename T, bool kChunked, bool kPaired = false>
 __device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, const T* w) {
   MmaStream s;
   if constexpr (sizeof(T) == 2 && WEFT_DEVLIB_TENSOR_CORES) {
@@ -140,6 +146,10 @@ __device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, cons
     if (rows < WEFT_MMA_MIN_ROWS || rows > WEFT_MMA_MAX_ROWS || k <= 0 || k % kMmaStageK != 0 || !aligned16(w) ||
         cols <= 0)  // a decode row (rows == 1) leaves at the first test
       return s;
+    if constexpr (kPaired) {
+      if (!weft_mma_swiglu_fits(WEFT_SMEM_BYTES, k, rows, cols, 2)) return s;
+      return mma_stream_of(cols, k, 2);
+    }
     i64 kc = k;
     if (!mma_rows_fit(rows, k)) {
       if constexpr (!kChunked) return s;
@@ -155,8 +165,9 @@ __device__ __forceinline__ MmaStream gemv_mma_plan(const weft_task_args* a, cons
 
 // Issues stage c (nothing past the warp's range) into ring slot `slot` and commits a group. Unit u = lane + 32 i
 // of the stage is weight row u / 16's 16-byte unit u % 16, stored at row * 16 + (unit ^ row): the 8 rows one
-// ldmatrix reads then lie in distinct banks. Rows past the tile's columns are filled with zeros.
-template <typename T>
+// ldmatrix reads then lie in distinct banks. Rows past the tile's columns are filled with zeros. Paired: group g is
+// half g % 2 (gate, up: d1 = F rows further) of pair g / 2.
+template <typename T, bool kPaired = false>
 __device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w, const weft_task_args* a,
                                                const MmaStream& st, const MmaCursor& c) {
   if (c.f < st.f1) {
@@ -167,9 +178,10 @@ __device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w,
 #pragma unroll
     for (int i = 0; i < kMmaGroupRows * kMmaUnitsPerRow / WEFT_WARP_THREADS; ++i) {
       const int r = (lane() + i * WEFT_WARP_THREADS) / kMmaUnitsPerRow;
-      const i64 n = a->col0 + g * kMmaGroupRows + r;
+      const i64 n = a->col0 + (kPaired ? g >> 1 : g) * kMmaGroupRows + r;  // the output column
       const bool in = n < a->col1;
-      const T* src = w + (in ? n : a->col0) * k + part * kMmaStageK + unit * 8;
+      const i64 wrow = kPaired && (g & 1) ? n + a->d[1] : n;
+      const T* src = w + (in ? wrow : a->col0) * k + part * kMmaStageK + unit * 8;
       cp_async16_zfill(base + (r * kMmaUnitsPerRow + (unit ^ r)) * 16, src, in ? 16 : 0, policy);
     }
   }
@@ -177,13 +189,13 @@ __device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w,
 }
 
 // Before the task's wait: the first kGemvStages - 1 stages of this warp.
-template <typename T>
+template <typename T, bool kPaired = false>
 __device__ __forceinline__ void gemv_mma_prologue(const weft_task_args* a, const T* w, const MmaStream& st,
                                                   char* smem) {
   char* ring = gemv_ring(smem);
   MmaCursor c(st);
   for (int s = 0; s < kGemvStages - 1; ++s) {
-    gemv_mma_issue<T>(ring, s, w, a, st, c);
+    gemv_mma_issue<T, kPaired>(ring, s, w, a, st, c);
     c.next(st);
   }
 }
@@ -196,8 +208,9 @@ __device__ __forceinline__ float* mma_partial(float* parts, int w, int side, int
 
 // Consumes the stream of a tile whose x rows (at most 16 x MB: MB m16 blocks, each multiplied with every B
 // fragment, so the weights stream once for all of them) are staged at xs (row stride ldx = K + WEFT_MMA_X_PAD) and
-// stores out(row, n, v) for every output. parts: the partial sums.
-template <typename T, int MB, typename Out>
+// stores out(row, n, v) for every output. parts: the partial sums. Paired tiles pass n = 8 g + c (group g's column c,
+// counted from the tile's start: 16 p + c the gate's and 16 p + 8 + c the up's sum of the tile's column 8 p + c).
+template <typename T, int MB, typename Out, bool kPaired = false>
 __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T* w, const MmaStream& st, const T* xs,
                                                 i64 ldx, float* parts, char* smem, Out out) {
   const int rows = static_cast<int>(a->row1 - a->row0);
@@ -228,7 +241,7 @@ __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T
   for (; use.f < st.f1; use.next(st), issue.next(st)) {
     const i64 g = use.g;
     __syncwarp();  // every lane is done with the slot the next issue overwrites
-    gemv_mma_issue<T>(ring, (slot + kGemvStages - 1) % kGemvStages, w, a, st, issue);
+    gemv_mma_issue<T, kPaired>(ring, (slot + kGemvStages - 1) % kGemvStages, w, a, st, issue);
     cp_async_wait<kGemvStages - 1>();
     __syncwarp();  // the stage's copies of every lane are visible to the warp's ldmatrix
     const unsigned int stage = static_cast<unsigned int>(__cvta_generic_to_shared(ring + slot * kGemvMaxStageBytes));
@@ -253,7 +266,7 @@ __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T
       const int g0 = static_cast<int>(g) * st.spk;
       const bool whole = st.f0 <= g0 && g0 + st.spk <= st.f1;
       const int side = st.f0 > g0 ? 0 : 1;  // tail of a cut group, or its head
-      const i64 n_base = a->col0 + g * kMmaGroupRows;
+      const i64 n_base = a->col0 + (kPaired ? g >> 1 : g) * kMmaGroupRows;  // the output column of c = 0
 #pragma unroll
       for (int m = 0; m < MB; ++m)
 #pragma unroll
@@ -262,7 +275,7 @@ __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T
           const int row = m * 16 + lane() / 4 + (e / 2) * 8, col = 2 * (lane() % 4) + e % 2;
           const float v = acc[m][0][e] + acc[m][1][e];
           if (row < rows && n_base + col < a->col1) {
-            if (whole) out(a->row0 + row, n_base + col, v);
+            if (whole) out(a->row0 + row, kPaired ? g * kMmaGroupRows + col : n_base + col, v);
             else *mma_partial(parts, warp(), side, col, row, rows) = v;
           }
           acc[m][0][e] = 0.0f;
@@ -284,22 +297,22 @@ __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T
               g0 = gb * st.spk;
     if (fb == g0 || fb >= st.total) continue;      // not inside a group
     if (b > 1 && st.begin(b - 1) > g0) continue;  // a previous boundary of the same group stores it
-    const i64 n = a->col0 + gb * kMmaGroupRows + col;
+    const i64 n = a->col0 + (kPaired ? gb >> 1 : gb) * kMmaGroupRows + col;
     if (n >= a->col1) continue;
     float v = *mma_partial(parts, b - 1, 1, col, row, rows);
     for (int wi = b; wi < WEFT_BLOCK_WARPS && st.begin(wi) < g0 + st.spk; ++wi)
       if (st.begin(wi + 1) > st.begin(wi)) v += *mma_partial(parts, wi, 0, col, row, rows);  // empty ranges store nothing
-    out(a->row0 + row, n, v);
+    out(a->row0 + row, kPaired ? gb * kMmaGroupRows + col : n, v);
   }
 }
 
 // A tile of up to 16 x rows takes one m16 block, a larger one two (WEFT_MMA_MAX_ROWS).
 static_assert(WEFT_MMA_MAX_ROWS <= 32, "gemv_mma_run multiplies at most two m16 blocks of x rows");
-template <typename T, typename Out>
+template <typename T, typename Out, bool kPaired = false>
 __device__ __forceinline__ void gemv_mma_run(const weft_task_args* a, const T* w, const MmaStream& st, const T* xs,
                                              i64 ldx, float* parts, char* smem, Out out) {
-  if (a->row1 - a->row0 > 16) gemv_mma_blocks<T, 2>(a, w, st, xs, ldx, parts, smem, out);
-  else gemv_mma_blocks<T, 1>(a, w, st, xs, ldx, parts, smem, out);
+  if (a->row1 - a->row0 > 16) gemv_mma_blocks<T, 2, Out, kPaired>(a, w, st, xs, ldx, parts, smem, out);
+  else gemv_mma_blocks<T, 1, Out, kPaired>(a, w, st, xs, ldx, parts, smem, out);
 }
 
 // Whether a plain linear's tile would be chunked: tensor-core rows that do not fit whole (gemv_mma_plan<T, true>

@@ -11,6 +11,7 @@
 #include "ops_attention_qkv.cuh"
 #include "gemv_mma.cuh"
 #include "gemv_one_row.cuh"
+#include "ops_linear_silu_mul.cuh"
 
 namespace weft_dev {
 
@@ -160,6 +161,9 @@ __device__ __forceinline__ void prefetch_op(int op, const weft_task_args* a, con
     case WEFT_DEV_OP_SILU_MUL_LINEAR:
     case WEFT_DEV_OP_RMSNORM_LINEAR:
       linear_stream_prologue_hot(a, env, smem, op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1);
+      break;
+    case WEFT_DEV_OP_LINEAR_SILU_MUL:
+      linear_silu_mul_prologue(a, env, smem);
       break;
     case WEFT_DEV_OP_ATTENTION_DECODE:
       WEFT_DISPATCH_FLOAT(a->dtype, attention_plain_prologue, a, env, smem);

@@ -201,6 +201,9 @@ struct weft_queues {
 //                   tile. Where n timesteps do not fit the shared-memory path (or the position is
 //                   bad), part 0 runs the whole tile unsplit and the others nothing. Events count P per launch.
 //                   Scratch as for LINEAR's split.
+//  LINEAR_SILU_MUL  in: x [R, K], weight [2F, K] (gate rows [0, F), up rows [F, 2F)). d0=K, d1=F (= C).
+//                   silu(x · gateᵀ) * (x · upᵀ), each product rounded to dtype first, as linear then silu_mul
+//                   compute it.
 //  CONCAT           in: up to 6 inputs, each [outer, A_j, inner]. d0=outer, d1=inner, d2..d7 = A_j (0 unused),
 //                   i0=number of inputs.
 enum weft_dev_op {
@@ -227,6 +230,7 @@ enum weft_dev_op {
   WEFT_DEV_OP_RMSNORM_LINEAR,
   WEFT_DEV_OP_SILU_MUL_LINEAR,
   WEFT_DEV_OP_ATTENTION_DECODE_QKV,
+  WEFT_DEV_OP_LINEAR_SILU_MUL,
   WEFT_DEV_OP_COUNT
 };
 

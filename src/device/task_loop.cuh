@@ -25,6 +25,7 @@
 #include "ops_fused_linear.cuh"
 #include "ops_layout.cuh"
 #include "ops_linear.cuh"
+#include "ops_linear_silu_mul.cuh"
 #include "ops_norm.cuh"
 #include "ops_reduce.cuh"
 #include "prefetch.cuh"
@@ -52,7 +53,7 @@ __device__ __forceinline__ bool grid_barrier(const weft_loop& loop, unsigned int
 // hot tiles (WEFT_GEMV_OP_RUN, ops_linear.cuh).
 __device__ constexpr bool op_inlined(int op) {
   return op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_ATTENTION_DECODE || op == WEFT_DEV_OP_RMSNORM_LINEAR ||
-         op == WEFT_DEV_OP_SILU_MUL_LINEAR || op == WEFT_DEV_OP_ATTENTION_DECODE_QKV;
+         op == WEFT_DEV_OP_SILU_MUL_LINEAR || op == WEFT_DEV_OP_ATTENTION_DECODE_QKV || op == WEFT_DEV_OP_LINEAR_SILU_MUL;
 }
 
 namespace {

@@ -31,12 +31,14 @@ void estimate_cost(const Graph& g, const Node& n, const OpLowering& rule, const 
   for (size_t k = 0; k < n.inputs.size(); ++k) {
     if (n.inputs[k] == kNoTensor) continue;
     const size_t weight = rule.dev_op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1;
+    const bool paired = rule.dev_op == WEFT_DEV_OP_LINEAR_SILU_MUL;  // a gate and an up row per output column
     const bool linear = rule.dev_op == WEFT_DEV_OP_LINEAR || rule.dev_op == WEFT_DEV_OP_RMSNORM_LINEAR ||
-                        rule.dev_op == WEFT_DEV_OP_SILU_MUL_LINEAR;
+                        rule.dev_op == WEFT_DEV_OP_SILU_MUL_LINEAR || paired;
     if (linear && k == weight) {  // the weight rows of the tile's columns
       const int64_t k_dim = c.in_shape(weight)[1] / k_parts;  // a split tile's part: its share of K
-      t.bytes += elem_bytes(g, n.inputs[k], (t.tile.col1 - t.tile.col0) * k_dim);
-      t.flops += 2.0 * static_cast<double>(tile_elems) * static_cast<double>(k_dim);
+      const int64_t w_rows = (t.tile.col1 - t.tile.col0) * (paired ? 2 : 1);
+      t.bytes += elem_bytes(g, n.inputs[k], w_rows * k_dim);
+      t.flops += 2.0 * static_cast<double>(tile_elems) * static_cast<double>(k_dim) * (paired ? 2 : 1);
       continue;
     }
     for (const Region& r : task_reads(rule, c, k, t.tile, t.part, k_parts))

@@ -200,6 +200,30 @@ void fused_linear_args(const LowerCtx& c, weft_task_args& a) {
   if (w == 2) a.f[0] = static_cast<float>(c.attr_num("eps"));
 }
 
+// linear_silu_mul: the decode grid over its F output columns (each tile streams twice its columns' weight rows: the
+// gate's and the up's), in the fewest row blocks whose tensor-core tiles keep x and the tile's gate and up sums in
+// shared memory (weft_mma_swiglu_fits). Other tiles (f32, K not a multiple of the stage, a single row) take the
+// device's warp-per-column path, kDecodeRows rows at a time.
+TileGrid linear_silu_mul_grid(const LowerCtx& c) {
+  const View2D v = c.out_view();
+  const int64_t k = c.in_shape(1)[1], esize = static_cast<int64_t>(dtype_size(c.in_dtype(1)));
+  const TileGrid general = decode_linear_grid(c, std::min(v.rows, kDecodeRows));
+  if (esize != 2 || k <= 0 || k % WEFT_MMA_K_MULTIPLE != 0 || v.rows < WEFT_MMA_MIN_ROWS) return general;
+  for (int64_t blocks = ceil_div(v.rows, WEFT_MMA_MAX_ROWS);; ++blocks) {
+    const int64_t block = ceil_div(v.rows, blocks);  // even blocks: none left with a single row
+    if (block < WEFT_MMA_MIN_ROWS) return general;
+    if (weft_mma_swiglu_fits(c.options().mma_smem_bytes, k, block, general.col_tile, esize))
+      return decode_linear_grid(c, block);
+  }
+}
+std::vector<Region> linear_silu_mul_reads(const LowerCtx& c, size_t k, const Region& t) {
+  return k == 0 ? same_rows(c, k, t) : std::vector<Region>{};  // the weight: not written by any op
+}
+void linear_silu_mul_args(const LowerCtx& c, weft_task_args& a) {
+  a.d[0] = c.in_shape(1)[1];
+  a.d[1] = c.out_view().cols;
+}
+
 TileGrid matmul_grid(const LowerCtx& c) { return column_grid(c, 8, 8, 64); }
 void matmul_args(const LowerCtx& c, weft_task_args& a) {
   const auto& as = c.in_shape(0);
@@ -504,6 +528,7 @@ const OpLowering kTable[] = {
     {"concat", WEFT_DEV_OP_CONCAT, elementwise_grid, whole_input, concat_args},
     {"rmsnorm_linear", WEFT_DEV_OP_RMSNORM_LINEAR, fused_linear_grid, fused_linear_reads, fused_linear_args},
     {"silu_mul_linear", WEFT_DEV_OP_SILU_MUL_LINEAR, fused_linear_grid, fused_linear_reads, fused_linear_args},
+    {"linear_silu_mul", WEFT_DEV_OP_LINEAR_SILU_MUL, linear_silu_mul_grid, linear_silu_mul_reads, linear_silu_mul_args},
 };
 
 }  // namespace
@@ -568,9 +593,9 @@ bool one_row_tiles_f16(const TaskGraph& tg) {
 
 bool may_use_tensor_core_tiles(const TaskGraph& tg) {
   for (const Task& t : tg.tasks) {
-    const bool linear = is_linear_task(t);
+    const bool linear = is_linear_task(t) || t.dev_op == WEFT_DEV_OP_LINEAR_SILU_MUL;
     const bool half = t.args.dtype == WEFT_DEV_BF16 || t.args.dtype == WEFT_DEV_F16;
-    const int64_t k = t.args.d[0];  // the three ops' K
+    const int64_t k = t.args.d[0];  // the four ops' K
     // Rows only from below: a tile masked at run time (clip) has fewer rows than compiled, never more.
     if (linear && half && k > 0 && k % WEFT_MMA_K_MULTIPLE == 0 && t.args.row1 - t.args.row0 >= WEFT_MMA_MIN_ROWS) return true;
   }

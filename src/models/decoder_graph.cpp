@@ -1,6 +1,9 @@
 #include "models/decoder_graph.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
+#include "device/config.cuh"
 
 namespace weft {
 
@@ -119,6 +122,13 @@ DecoderShape decoder_shape_from_hf_config(const std::string& config_json) {
 
 bool fused_linear_inputs_pay(int64_t rows, int64_t ffn) { return rows * ffn <= 32768; }
 
+bool swiglu_epilogue_pays(const DecoderShape& s) {
+  const int64_t esize = static_cast<int64_t>(dtype_size(s.dtype));
+  const int64_t rows = std::min<int64_t>(s.max_batch, WEFT_MMA_MAX_ROWS);
+  return esize == 2 && s.hidden % WEFT_MMA_K_MULTIPLE == 0 &&
+         rows <= WEFT_MMA_ROWS_FIT_IN(int64_t{WEFT_SMEM_BYTES_WIDE}, s.hidden, esize);
+}
+
 Graph build_decoder_graph(const DecoderShape& s) {
   Graph g(s.name);
   const Dim b = Dim::sym(g.declare_symbol("batch", 1, s.max_batch));
@@ -186,8 +196,11 @@ Graph build_decoder_graph(const DecoderShape& s) {
       const TensorId gu = g.add_op("rmsnorm_linear", {h, post_norm, gu_w}, eps, o + "gate_up");
       h = g.add_op("silu_mul_linear", {gu, down_w, kNoTensor, h}, {}, o + "h_mlp");
     } else {
-      const TensorId gu = g.add_op("linear", {g.add_op("rmsnorm", {h, post_norm}, eps, o + "mlp_in"), gu_w}, {}, o + "gate_up");
-      h = g.add_op("linear", {g.add_op("silu_mul", {gu}, {}, o + "act"), down_w, kNoTensor, h}, {}, o + "h_mlp");
+      const TensorId mlp_in = g.add_op("rmsnorm", {h, post_norm}, eps, o + "mlp_in");
+      const bool swiglu = s.swiglu_epilogue > 0 || (s.swiglu_epilogue < 0 && swiglu_epilogue_pays(s));
+      const TensorId act = swiglu ? g.add_op("linear_silu_mul", {mlp_in, gu_w}, {}, o + "gate_up_act")
+                                  : g.add_op("silu_mul", {g.add_op("linear", {mlp_in, gu_w}, {}, o + "gate_up")}, {}, o + "act");
+      h = g.add_op("linear", {act, down_w, kNoTensor, h}, {}, o + "h_mlp");
     }
   }
   const TensorId final_norm = weight("model.norm.weight", {s.hidden});

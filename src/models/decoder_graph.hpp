@@ -31,6 +31,10 @@ struct DecoderShape {
   // ABI); since the task loop inlines the ops, fused is faster for both (H100: Llama-3.2-1B 1.56-1.60 ms vs
   // 1.66 separate, Qwen3-0.6B 1.71-1.74 vs 1.79). A Model keeps both graphs where batches differ (Model::graph_for).
   int fuse_linear_inputs = -1;
+  // Where the norms and SwiGLU are separate ops (fuse_linear_inputs 0): whether the gate/up projection computes the
+  // SwiGLU in its own tiles (linear_silu_mul) instead of an op boundary and a silu_mul op after it: 1 always, 0
+  // never, -1 the default, where swiglu_epilogue_pays.
+  int swiglu_epilogue = -1;
   // Whether each layer's slices, q/k head norms, rope and attention are one attention_decode_qkv op (true) or
   // the separate ops (false, to measure the difference).
   bool fuse_attention = true;
@@ -55,6 +59,12 @@ DecoderShape decoder_shape_from_hf_config(const std::string& config_json);
 // 8192) +7.7% at 1 row, +2.2% at 2, -0.8% at 4, -6.6% at 8, -19% at 32; Qwen3-0.6B (ffn 3072) +17% at 1 row,
 // +1.9% at 8. Fused while rows x ffn <= 32768.
 bool fused_linear_inputs_pay(int64_t rows, int64_t ffn);
+
+// Whether the unfused decoder's gate/up projection takes SwiGLU into its tiles (DecoderShape::swiglu_epilogue): for
+// 16-bit weights whose x rows (up to the model's max_batch, at most a tensor-core tile's 32) fit one tensor-core
+// tile of the wide shared memory whole, so that it streams the weights once. Otherwise linear and silu_mul stay
+// (the linear may split K, which linear_silu_mul cannot).
+bool swiglu_epilogue_pays(const DecoderShape& s);
 
 // Tensors are named as in HF checkpoints where one exists ("model.layers.3.self_attn.qkv_proj.weight" for the
 // fused projection); inputs are "input_ids" and "positions", states "layers.N.k_cache" / "v_cache", outputs

@@ -72,6 +72,7 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
           {"gelu", {}, {{3, n}}},
           {"silu_mul", {}, {{3, even}}},
           {"silu_mul", {}, {{3, n}, {3, n}}, {}, {input, input}},
+          {"linear_silu_mul", {}, {{3, n}, {2 * 37, n}}},
           {"rope", {{"head_dim", 8}, {"theta", 10000.0}}, {{3, hd8}, {3}}, {f, i32}, {input, input}},
           {"rope", {{"head_dim", 8}, {"style", "interleaved"}, {"scaling", "llama3"}, {"factor", 8.0}}, {{3, hd8}, {3}}, {f, i32}, {input, input}},
           {"softmax", {}, {{3, n}}},
@@ -128,6 +129,16 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         // whole groups), which skip the cut-group sums: one and two m16 blocks.
         specs.push_back({"linear", {}, {{16, 128}, {8448, 128}}});
         specs.push_back({"linear", {}, {{32, 256}, {8448, 256}, {8448}, {32, 8448}}, {}, {input, weight, weight, input}});
+        // linear_silu_mul's paired tensor-core tiles (gate and up rows alternating per group of 8 columns, the SwiGLU
+        // from shared memory): 32 rows in 8-column tiles (one gate and one up group, each cut by warp ranges: the
+        // pairs' sums come from the cut-group reduction), 16 rows in 64-column tiles on 132 SMs (every warp range
+        // a whole gate/up pair: no cut group), 5 rows of K 384 (6 stages for 8 warps, a partial last group), 40 rows
+        // (two row blocks of 20), and one row (the warp-per-column path, as f32 takes everywhere).
+        specs.push_back({"linear_silu_mul", {}, {{32, 2048}, {2 * 1056, 2048}}});
+        specs.push_back({"linear_silu_mul", {}, {{16, 256}, {2 * 8448, 256}}});
+        specs.push_back({"linear_silu_mul", {}, {{5, 384}, {2 * 203, 384}}});
+        specs.push_back({"linear_silu_mul", {}, {{40, 1024}, {2 * 96, 1024}}});
+        specs.push_back({"linear_silu_mul", {}, {{1, 2048}, {2 * 300, 2048}}});
         // Tiles split over K (a plain linear whose rows fit no tile whole: weft_mma_split_parts, the last part of
         // each tile adding the others' sums from scratch): 32 rows of K 8192 with bias and residual (4 parts of
         // 2048 with the wide shared memory, 8 of 1024 at the base size), 12 rows of K 8192 with a partial last
@@ -196,6 +207,7 @@ TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
         {"linear", {}, {{rows, 1024}, {200, 1024}, {200}, {rows, 200}}, {}, {input, weight, weight, input}},
         {"rmsnorm_linear", {{"eps", 1e-5}}, {{rows, 512}, {512}, {72, 512}}},
         {"silu_mul_linear", {}, {{rows, 2 * 1024}, {40, 1024}}},
+        {"linear_silu_mul", {}, {{rows, 1024}, {2 * 72, 1024}}},
     };
     for (const OneOp& spec : specs) {
       try {

@@ -91,7 +91,8 @@ TEST(HfConfig, LlamaAndQwen3) {
 }
 
 // By default both shapes run their norms (the final one too, inside the logits) and SwiGLU inside the linears
-// they feed (measured faster for both, docs/perf.md); fuse_linear_inputs = 0 keeps them separate ops.
+// they feed (measured faster for both, docs/perf.md); fuse_linear_inputs = 0 keeps them separate ops (and SwiGLU
+// in the gate/up projection's tiles, unless swiglu_epilogue = 0).
 TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
   for (const char* config : {kLlama, kQwen}) {
     DecoderShape s = decoder_shape_from_hf_config(config);
@@ -114,7 +115,12 @@ TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
     const Graph separate = build_decoder_graph(s);
     EXPECT_EQ(count(separate, "rmsnorm_linear"), 0) << s.hidden;
     EXPECT_EQ(count(separate, "rmsnorm"), 3) << s.hidden;
-    EXPECT_EQ(count(separate, "silu_mul"), 1) << s.hidden;
+    // The gate/up projection then computes SwiGLU in its tiles (linear_silu_mul) where the rows fit one tile.
+    ASSERT_TRUE(swiglu_epilogue_pays(s)) << s.hidden;
+    EXPECT_EQ(count(separate, "linear_silu_mul"), 1) << s.hidden;
+    EXPECT_EQ(count(separate, "silu_mul"), 0) << s.hidden;
+    s.swiglu_epilogue = 0;
+    EXPECT_EQ(count(build_decoder_graph(s), "silu_mul"), 1) << s.hidden;
   }
 }
 

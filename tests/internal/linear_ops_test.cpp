@@ -108,7 +108,31 @@ TEST(FusedLinearOps, EqualTheTwoOpsTheyReplace) {
       auto want2 = run_op("linear", {act, w, b, res}).out;
       auto got2 = run_op("silu_mul_linear", {gu, w, b, res}).out;
       EXPECT_EQ(got2.f, want2.f) << "silu_mul_linear " << dtype_name(dt) << " rows=" << rows;
+
+      auto wgu = random_buffer(dt, {2 * n, k}, 27);
+      auto want3 = run_op("silu_mul", {run_op("linear", {x, wgu}).out}).out;
+      auto got3 = run_op("linear_silu_mul", {x, wgu}).out;
+      EXPECT_EQ(got3.shape, (std::vector<int64_t>{rows, n}));
+      EXPECT_EQ(got3.f, want3.f) << "linear_silu_mul " << dtype_name(dt) << " rows=" << rows;
     }
+}
+
+// linear_silu_mul's weight stacks the gate's rows and the up's: an odd row count, or x of another K, is refused
+// naming the operand and what was expected.
+TEST(FusedLinearOps, LinearSiluMulRefusesAnOddWeightAndAnotherK) {
+  auto x = random_buffer(DType::bf16, {2, 256}, 1);
+  const auto message = [&](const Buffer& w) {
+    try {
+      run_op("linear_silu_mul", {x, w});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string odd = message(random_buffer(DType::bf16, {7, 256}, 2));
+  EXPECT_NE(odd.find("'weight' has 7 rows; expected an even number"), std::string::npos) << odd;
+  const std::string other_k = message(random_buffer(DType::bf16, {8, 128}, 3));
+  EXPECT_NE(other_k.find("'x' last dim is 256; expected 128"), std::string::npos) << other_k;
 }
 
 TEST(FusedLinearOps, ShapesTheDeviceCannotStreamAreRefusedNamingK) {

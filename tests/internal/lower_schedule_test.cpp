@@ -52,6 +52,7 @@ TEST(Lowering, DecoderLayerIsVerifiedAtEverySmCount) {
 TEST(Lowering, FineGrainedWaits) {
   DecoderShape shape = tiny_decoder(1, 8, 128);
   shape.fuse_linear_inputs = 0;  // keeps silu_mul a separate op
+  shape.swiglu_epilogue = 0;
   const Graph g = build_decoder_graph(shape);
   Lowered l = lower_all(g, 132, 1);
   // Find the silu_mul tasks: each waits on the gate/up linear tiles covering its two column ranges only.
@@ -307,6 +308,7 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
   DecoderShape shape = llama_3_2_1b_shape();
   shape.layers = 1;
   shape.fuse_linear_inputs = 0;
+  shape.swiglu_epilogue = 0;
   const Graph g = build_decoder_graph(shape);
   for (int64_t batch : {2, 8, 32}) {
     Lowered l = lower_all(g, 132, batch, WEFT_SMEM_BYTES_WIDE);
@@ -355,6 +357,61 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
     lower_for_device(one, {}, 108, 80, wide);
     EXPECT_FALSE(wide) << "sm_80 has no wide size";
   }
+}
+
+// Served to more than 8 rows, Llama-3.2-1B's gate/up projection takes SwiGLU into its tiles (linear_silu_mul): no
+// silu_mul op; at 8 and 32 rows one row block of tensor-core tiles whose x and gate/up sums fit the wide shared
+// memory, 63 columns each (126 weight rows), which the device plans the same way; the down projection reads it.
+TEST(Lowering, BatchedGateUpTakesSwigluIntoItsTiles) {
+  DecoderShape shape = llama_3_2_1b_shape();
+  shape.layers = 1;
+  shape.max_batch = 32;
+  shape.fuse_linear_inputs = 0;
+  ASSERT_TRUE(swiglu_epilogue_pays(shape));
+  const Graph g = build_decoder_graph(shape);
+  int fused = -1;
+  for (size_t n = 0; n < g.nodes().size(); ++n) {
+    EXPECT_NE(g.nodes()[n].op->name, std::string_view("silu_mul"));
+    if (g.nodes()[n].op->name == std::string_view("linear_silu_mul")) fused = static_cast<int>(n);
+  }
+  ASSERT_GE(fused, 0);
+  const Node& down = g.nodes()[static_cast<size_t>(fused) + 1];
+  EXPECT_EQ(down.inputs[0], g.nodes()[static_cast<size_t>(fused)].output) << "down reads the SwiGLU";
+  for (int64_t batch : {8, 32}) {
+    bool wide = false;
+    const TaskGraph tg = lower_for_device(g, SymbolValues(g.symbols().size(), batch), 132, 90, wide);
+    EXPECT_TRUE(wide) << batch;
+    const TileGrid& grid = tg.grids[static_cast<size_t>(fused)];
+    EXPECT_EQ(grid.row_blocks(), 1) << batch;
+    EXPECT_EQ(grid.col_tile, 63) << batch;
+    EXPECT_TRUE(weft_mma_swiglu_fits(WEFT_SMEM_BYTES_WIDE, 2048, batch, grid.col_tile, 2)) << batch;
+    EXPECT_TRUE(may_use_tensor_core_tiles(tg));
+  }
+  // At the base size 32 rows of K 2048 do not fit one tile: two row blocks of 16.
+  const TaskGraph base = lower(g, SymbolValues(g.symbols().size(), 32), LowerOptions{132, WEFT_SMEM_BYTES_BASE});
+  EXPECT_EQ(base.grids[static_cast<size_t>(fused)].row_block, 16);
+}
+
+// The rule: 16-bit weights whose x rows (the model's max_batch, at most 32) fit one tensor-core tile whole.
+TEST(Lowering, SwigluEpiloguePaysWhereRowsFitOneTile) {
+  DecoderShape llama = llama_3_2_1b_shape();
+  llama.max_batch = 64;
+  EXPECT_TRUE(swiglu_epilogue_pays(llama)) << "32 rows of K 2048 fit (64 rows: two row blocks of 32)";
+  DecoderShape q8 = qwen3_8b_shape();
+  q8.max_batch = 32;
+  EXPECT_FALSE(swiglu_epilogue_pays(q8)) << "K 4096: 17 rows fit, not 32 (the linear splits K instead)";
+  q8.max_batch = 16;
+  EXPECT_TRUE(swiglu_epilogue_pays(q8));
+  llama.dtype = DType::f32;
+  EXPECT_FALSE(swiglu_epilogue_pays(llama));
+  DecoderShape off = llama_3_2_1b_shape();
+  off.max_batch = 32;
+  off.fuse_linear_inputs = 0;
+  off.swiglu_epilogue = 0;
+  bool has_silu_mul = false;
+  const Graph g = build_decoder_graph(off);
+  for (const Node& n : g.nodes()) has_silu_mul = has_silu_mul || n.op->name == std::string_view("silu_mul");
+  EXPECT_TRUE(has_silu_mul) << "swiglu_epilogue = 0 keeps the two ops";
 }
 
 // The K per chunk of a chunked tile: K itself where the rows fit whole, else the largest divisor of K (a

@@ -236,6 +236,19 @@ def test_fused_linear_helpers_equal_the_two_ops():
     np.testing.assert_array_equal(out["fused_swiglu"], out["swiglu_then_linear"])
 
 
+def test_linear_silu_mul_equals_linear_then_silu_mul():
+    rng = np.random.default_rng(12)
+    g = weft.Graph("swiglu_epilogue")
+    x = g.input("x", "f32", [3, 256])
+    w = g.weight("w", "f32", [2 * 40, 256])
+    g.mark_output(g.linear_silu_mul(x, w, name="fused"))
+    g.mark_output(g.silu_mul(g.linear(x, w), name="separate"))
+    out = g.run_reference(x=rng.standard_normal((3, 256), dtype=np.float32),
+                          w=rng.standard_normal((80, 256), dtype=np.float32))
+    assert out["fused"].shape == (3, 40)
+    np.testing.assert_array_equal(out["fused"], out["separate"])
+
+
 def test_attention_decode_qkv_equals_the_ops_it_replaces():
     rng = np.random.default_rng(11)
     hq, hkv, hd, b, s = 4, 2, 8, 2, 5

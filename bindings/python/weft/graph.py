@@ -245,6 +245,10 @@ class Graph(Handle):
         """linear(silu(gate) * up) as one op, gate_up holding [gate | up] along its last dim."""
         return self.op("silu_mul_linear", [gate_up, weight, bias, residual], name=name)
 
+    def linear_silu_mul(self, x, weight, name=None):
+        """silu(x @ gate.T) * (x @ up.T) as one op, weight holding the gate's rows then the up's ([2F, K])."""
+        return self.op("linear_silu_mul", [x, weight], name=name)
+
     def matmul(self, a, b, name=None):
         return self._call("weft_op_matmul", self._t(a, "a"), self._t(b, "b"), name=name)
 

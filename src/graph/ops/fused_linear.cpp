@@ -3,6 +3,9 @@
 // intermediate rounded to the dtype in between; on the GPU every tile normalizes (or activates) its own copy of
 // x while its weights stream in, which removes one op, and one wait, from a decoder layer's critical path.
 // The device runs them only as streamed GEMV tiles, hence the limits on K below.
+// And one fusion of a linear with the op it feeds: linear_silu_mul (the gate/up projection, then SwiGLU), whose
+// tiles compute the SwiGLU of their own columns once, for batched steps where every down-projection tile
+// activating all of x (silu_mul_linear) costs more than the op boundary it saves. Any K and dtype.
 #include "graph/op_def.hpp"
 #include "graph/ops/ref_kernels.hpp"
 #include "reference/buffer.hpp"
@@ -62,6 +65,25 @@ TensorType infer_silu_mul_linear(const InferCtx& c) {
   return infer_linear_tail(c, 1, 2);
 }
 
+// x [.., K], weight [2F, K] (the gate's rows, then the up's): [.., F].
+TensorType infer_linear_silu_mul(const InferCtx& c) {
+  c.expect_float(0);
+  c.expect_rank_at_least(0, 1);
+  c.expect_same_dtype(0, 1);
+  c.expect_rank(1, 2);
+  const int64_t two_f = c.fixed_dim(1, 0, "the weight's rows: the gate's, then the up's");
+  const int64_t k = c.fixed_dim(1, 1, "the weight's K");
+  const int64_t x_k = c.fixed_dim(0, -1, "x's last dim");
+  if (x_k != k)
+    c.fail("operand 'x' last dim is " + std::to_string(x_k) + "; expected " + std::to_string(k) + " (the weight's K)");
+  if (two_f % 2 != 0)
+    c.fail("operand 'weight' has " + std::to_string(two_f) +
+           " rows; expected an even number: the gate's F rows, then the up's F rows");
+  TensorType out = c.in(0);
+  out.shape.back() = Dim::fixed(two_f / 2);
+  return out;
+}
+
 // The intermediate as the unfused graph has it: computed in f32, then rounded to x's dtype.
 Buffer intermediate(const Buffer& x, int64_t cols) {
   Buffer t;
@@ -95,6 +117,20 @@ void ref_silu_mul_linear(const RefCtx& c) {
   linear_rows(t.f.data(), c.in(1), c.has(2) ? &c.in(2) : nullptr, c.has(3) ? &c.in(3) : nullptr, c.out(), g.rows());
 }
 
+// linear, its [.., 2F] result rounded to the dtype, then silu_mul (the executor rounds the output).
+void ref_linear_silu_mul(const RefCtx& c) {
+  const Buffer& x = c.in(0);
+  const int64_t f = c.out().last();
+  Buffer t = intermediate(x, 2 * f);
+  linear_rows(x.f.data(), c.in(1), nullptr, nullptr, t, x.rows());
+  t.round_to_dtype();
+  Buffer& o = c.out();
+  for (int64_t r = 0; r < x.rows(); ++r)
+    for (int64_t j = 0; j < f; ++j)
+      o.f[static_cast<size_t>(r * f + j)] =
+          silu(t.f[static_cast<size_t>(r * 2 * f + j)]) * t.f[static_cast<size_t>(r * 2 * f + f + j)];
+}
+
 }  // namespace
 
 const OpDef& op_def_rmsnorm_linear() {
@@ -105,6 +141,11 @@ const OpDef& op_def_rmsnorm_linear() {
 const OpDef& op_def_silu_mul_linear() {
   static const OpDef d{"silu_mul_linear", {{"x"}, {"weight"}, {"bias", true}, {"residual", true}}, false, {}, {},
                        infer_silu_mul_linear, ref_silu_mul_linear};
+  return d;
+}
+
+const OpDef& op_def_linear_silu_mul() {
+  static const OpDef d{"linear_silu_mul", {{"x"}, {"weight"}}, false, {}, {}, infer_linear_silu_mul, ref_linear_silu_mul};
   return d;
 }
 
