@@ -186,7 +186,7 @@ TEST_F(GenerationTest, LargeBatchesRunTheUnfusedGraph) {
   // SwiGLU inside the gate/up tiles where 8 rows of this K fit one tensor-core tile (swiglu_epilogue_pays).
   DecoderShape at8 = s;
   at8.max_batch = 8;
-  const int in_tiles = swiglu_epilogue_pays(at8) ? s.layers : 0;
+  const int64_t in_tiles = swiglu_epilogue_pays(at8) ? s.layers : 0;
   EXPECT_EQ(count(unfused, "linear_silu_mul"), in_tiles);
   EXPECT_EQ(count(unfused, "silu_mul"), s.layers - in_tiles);
   EXPECT_EQ(count(unfused, "rmsnorm_linear"), 0);

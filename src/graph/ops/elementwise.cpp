@@ -134,10 +134,7 @@ void ref_silu_mul(const RefCtx& c) {
     for (size_t k = 0; k < o.f.size(); ++k) o.f[k] = silu(g.f[k]) * u.f[k];
     return;
   }
-  const int64_t f = o.last(), rows = o.rows();
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < f; ++j)
-      o.f[static_cast<size_t>(r * f + j)] = silu(g.f[static_cast<size_t>(r * 2 * f + j)]) * g.f[static_cast<size_t>(r * 2 * f + f + j)];
+  swiglu_rows(g.f.data(), o.f.data(), o.rows(), o.last());
 }
 
 }  // namespace
@@ -165,5 +162,10 @@ const OpDef& op_def_silu_mul() {
 }
 
 float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void swiglu_rows(const float* gate_up, float* out, int64_t rows, int64_t f) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < f; ++j) out[r * f + j] = silu(gate_up[r * 2 * f + j]) * gate_up[r * 2 * f + f + j];
+}
 
 }  // namespace weft

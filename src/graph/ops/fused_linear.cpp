@@ -109,10 +109,7 @@ void ref_silu_mul_linear(const RefCtx& c) {
   const Buffer& g = c.in(0);
   const int64_t f = g.last() / 2;
   Buffer t = intermediate(g, f);
-  for (int64_t r = 0; r < g.rows(); ++r)
-    for (int64_t j = 0; j < f; ++j)
-      t.f[static_cast<size_t>(r * f + j)] =
-          silu(g.f[static_cast<size_t>(r * 2 * f + j)]) * g.f[static_cast<size_t>(r * 2 * f + f + j)];
+  swiglu_rows(g.f.data(), t.f.data(), g.rows(), f);
   t.round_to_dtype();
   linear_rows(t.f.data(), c.in(1), c.has(2) ? &c.in(2) : nullptr, c.has(3) ? &c.in(3) : nullptr, c.out(), g.rows());
 }
@@ -124,11 +121,7 @@ void ref_linear_silu_mul(const RefCtx& c) {
   Buffer t = intermediate(x, 2 * f);
   linear_rows(x.f.data(), c.in(1), nullptr, nullptr, t, x.rows());
   t.round_to_dtype();
-  Buffer& o = c.out();
-  for (int64_t r = 0; r < x.rows(); ++r)
-    for (int64_t j = 0; j < f; ++j)
-      o.f[static_cast<size_t>(r * f + j)] =
-          silu(t.f[static_cast<size_t>(r * 2 * f + j)]) * t.f[static_cast<size_t>(r * 2 * f + f + j)];
+  swiglu_rows(t.f.data(), c.out().f.data(), x.rows(), f);
 }
 
 }  // namespace

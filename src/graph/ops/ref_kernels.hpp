@@ -17,6 +17,9 @@ void rms_row(const float* x, const float* w, float* out, int64_t n, float eps);
 
 float silu(float x);
 
+// silu_mul of rows [gate | up] (2F values each) into rows of F: silu(gate) * up in f32, unrounded.
+void swiglu_rows(const float* gate_up, float* out, int64_t rows, int64_t f);
+
 // out[r][n] = x[r] · w[n] + bias[n] + residual[r][n] for `rows` rows of x (row stride k); bias and residual may
 // be nullptr. w is [N, K].
 void linear_rows(const float* x, const Buffer& w, const Buffer* bias, const Buffer* residual, Buffer& out, int64_t rows);
