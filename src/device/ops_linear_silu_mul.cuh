@@ -120,7 +120,7 @@ static __device__ __noinline__ void linear_silu_mul_general(const weft_task_args
 }  // namespace weft_dev
 
 // LINEAR_SILU_MUL: see task_abi.h. The tensor-core library inlines its tiles into the task loop, as a linear's: out of
-// line, a batch-32 tile of Llama-3.2-1B's took ~5 us longer (docs/perf.md round 33).
+// line, a batch-32 tile of Llama-3.2-1B's ran ~1.6 us longer and the step gained nothing (docs/perf.md round 33).
 WEFT_DEV_OP_BODY(linear_silu_mul) {
   WEFT_GEMV_OP_RUN(weft_dev::linear_silu_mul_impl, weft_dev::linear_silu_mul_general);
 }
