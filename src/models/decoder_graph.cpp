@@ -154,6 +154,8 @@ Graph build_decoder_graph(const DecoderShape& s) {
   // A norm or SwiGLU feeding a linear may run inside the linear's tiles (see DecoderShape::fuse_linear_inputs).
   const bool wanted = s.fuse_linear_inputs != 0;
   const bool fuse = wanted && fused_linear_supported(s.hidden, s.dtype) && fused_linear_supported(s.ffn, s.dtype);
+  // Unfused, SwiGLU may run inside the gate/up projection's tiles instead (DecoderShape::swiglu_epilogue).
+  const bool swiglu = s.swiglu_epilogue > 0 || (s.swiglu_epilogue < 0 && swiglu_epilogue_pays(s));
   const TensorId embed = weight("model.embed_tokens.weight", {s.vocab, s.hidden});
   TensorId h = g.add_op("embedding", {embed, ids}, {}, "embed");
   for (int64_t l = 0; l < s.layers; ++l) {
@@ -197,7 +199,6 @@ Graph build_decoder_graph(const DecoderShape& s) {
       h = g.add_op("silu_mul_linear", {gu, down_w, kNoTensor, h}, {}, o + "h_mlp");
     } else {
       const TensorId mlp_in = g.add_op("rmsnorm", {h, post_norm}, eps, o + "mlp_in");
-      const bool swiglu = s.swiglu_epilogue > 0 || (s.swiglu_epilogue < 0 && swiglu_epilogue_pays(s));
       const TensorId act = swiglu ? g.add_op("linear_silu_mul", {mlp_in, gu_w}, {}, o + "gate_up_act")
                                   : g.add_op("silu_mul", {g.add_op("linear", {mlp_in, gu_w}, {}, o + "gate_up")}, {}, o + "act");
       h = g.add_op("linear", {act, down_w, kNoTensor, h}, {}, o + "h_mlp");
