@@ -108,15 +108,16 @@ __device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, 
 }
 
 // Copies K and V rows [t0, t1) of (row b, the plan's kv head) into smem rows [t0 - first, t1 - first), 16 bytes
-// per thread and step.
+// per thread and step, by threads th of nth.
 template <typename T>
 __device__ __forceinline__ void attn_copy_rows(const AttnSmemPlan& s, const T* kc, const T* vc, i64 base, i64 row_kv,
-                                               int t0, int t1, int first = 0) {
+                                               int t0, int t1, int first = 0, int th = tid(),
+                                               int nth = WEFT_BLOCK_THREADS) {
   const int units = s.hd * static_cast<int>(sizeof(T)) / 16, n = (t1 - t0) * units;
   const u64 policy = l2_evict_first_policy();
   const unsigned int ks = static_cast<unsigned int>(__cvta_generic_to_shared(s.k));
   const unsigned int vs = static_cast<unsigned int>(__cvta_generic_to_shared(s.v));
-  for (int e = tid(); e < n; e += WEFT_BLOCK_THREADS) {
+  for (int e = th; e < n; e += nth) {
     const int tr = e / units, u = e - tr * units;
     const int t = t0 + tr;
     const i64 g = base + t * row_kv;

@@ -39,11 +39,12 @@ __device__ __forceinline__ QkvStage<T> qkv_stage(const weft_task_args* a, char* 
   return st;
 }
 
-// The prologue's plan of a tile that takes the shared-memory path, for its run (qkv_note_run): after the task's wait,
-// on the critical path of every layer, the run went through ~1,100 instructions of checks, dispatch and planning
-// (~2 us, diagnostic stamps) before its first load of q, k and v; with the record, the plan is a few shared-memory
-// loads. Tagged with the task's index: every attention_decode_qkv prologue writes the tag (-1: no plan), so a tag
-// that matches is this task's in this step. The last WEFT_ATTN_RUN_RECORD_BYTES of shared memory, past the staging.
+// The prologue's plan of a tile that takes the shared-memory path, for its run (attention_qkv_whole_prologue, in
+// prefetch.cuh): after the task's wait, on the critical path of every layer, the run went through ~1,100
+// instructions of checks, dispatch and planning (~2 us, diagnostic stamps) before its first load of q, k and v; with
+// the record, the plan is a few shared-memory loads. Tagged with the task's index: every attention_decode_qkv
+// prologue writes the tag (-1: no plan), so a tag that matches is this task's in this step. The last
+// WEFT_ATTN_RUN_RECORD_BYTES of shared memory, past the staging.
 template <typename T>
 struct QkvRunRecord {
   int task;
@@ -53,6 +54,10 @@ struct QkvRunRecord {
   AttnSmemPlan s;
   const T *qkv, *wq, *wk;  // the tile's row of qkv, the q and k norm weights (or null)
 };
+// The one thread that writes a task's run record: its tag -1 at the prologue's start, then the plan where there is
+// one (no barrier orders two threads' writes before the wait). Warp 1's first lane: warp 0 builds the rope table
+// meanwhile (attention_qkv_whole_prologue, prefetch.cuh).
+constexpr int kQkvNoteThread = WEFT_WARP_THREADS;
 template <typename T>
 __device__ __forceinline__ QkvRunRecord<T>* qkv_run_record(char* smem) {
   static_assert(sizeof(QkvRunRecord<T>) <= WEFT_ATTN_RUN_RECORD_BYTES, "the record fits its bytes");
@@ -77,42 +82,41 @@ __device__ __forceinline__ const T* qkv_row(const weft_task_args* a, const weft_
 }
 
 // The shared-memory path's plan of this task from its staging and operands: what the prologue records for the run
-// (qkv_note_run), and what a run without the record computes itself.
+// (attention_qkv_whole_prologue), and what a run without the record computes itself.
 template <typename T>
-__device__ __forceinline__ QkvRunRecord<T> qkv_plan(const weft_task_args* a, const weft_env* env, char* smem,
-                                                    const QkvStage<T>& st, const AttnIo<T>& io) {
+__device__ __forceinline__ QkvRunRecord<T> qkv_plan(const weft_task_args* a, const weft_env* env, const QkvStage<T>& st,
+                                                    const AttnIo<T>& io, const AttnSmemPlan& s) {
   QkvRunRecord<T> r;
   r.task = env->task_index;
   r.pad = 0;
   r.st = st;
   r.io = io;
-  r.s = attn_smem_plan<T>(a, io, smem);
+  r.s = s;
   r.qkv = qkv_row<T>(a, env, io);
   r.wq = in_ptr<T>(a, env, 4);
   r.wk = in_ptr<T>(a, env, 5);
   return r;
 }
-
-// Before the wait, by every thread (thread 0 writes), where the prologue found that the tile takes the shared-memory
-// path whole: the run record of this task. (Every prologue first writes the tag -1: no plan.)
 template <typename T>
-__device__ __forceinline__ void qkv_note_run(const weft_task_args* a, const weft_env* env, char* smem,
-                                             const QkvStage<T>& st, const AttnIo<T>& io) {
-  if (tid() == 0) *qkv_run_record<T>(smem) = qkv_plan<T>(a, env, smem, st, io);
+__device__ __forceinline__ QkvRunRecord<T> qkv_plan(const weft_task_args* a, const weft_env* env, char* smem,
+                                                    const QkvStage<T>& st, const AttnIo<T>& io) {
+  return qkv_plan<T>(a, env, st, io, attn_smem_plan<T>(a, io, smem));
 }
 
-// Whether the run has its prologue's plan (qkv_note_run): the record is this task's, and the loop's wait came between
-// the prologue that wrote it and the run (its barrier shows the record to every thread; WEFT_TUNE_LATE_PREFETCH's
-// prologue runs after the wait, with no barrier before the run).
+// Whether the run has its prologue's plan (attention_qkv_whole_prologue): the record is this task's, and the loop's
+// wait came between the prologue that wrote it and the run (its barrier shows the record to every thread;
+// WEFT_TUNE_LATE_PREFETCH's prologue runs after the wait, with no barrier before the run).
 template <typename T>
 __device__ __forceinline__ bool qkv_run_planned(const weft_task_args* a, const weft_env* env, char* smem) {
   return !(env->tuning & WEFT_TUNE_LATE_PREFETCH) && task_of(a)->wait_count > 0 &&
          qkv_run_record<T>(smem)->task == env->task_index;
 }
 
-// cos / sin of every pair index at position p, exactly as rope_impl computes them.
+// cos / sin of every pair index at position p, exactly as rope_impl computes them, by threads t of nt (thread 0 notes
+// the position).
 template <typename T>
-__device__ __forceinline__ void qkv_rope_table(const weft_task_args* a, const QkvStage<T>& st, i64 p) {
+__device__ __forceinline__ void qkv_rope_table(const weft_task_args* a, const QkvStage<T>& st, i64 p, int t = tid(),
+                                               int nt = WEFT_BLOCK_THREADS) {
   RopeParams rp;
   rp.hd = a->d[2];
   rp.old_len = static_cast<double>(a->d[4]);
@@ -121,8 +125,8 @@ __device__ __forceinline__ void qkv_rope_table(const weft_task_args* a, const Qk
   rp.low = __longlong_as_double(a->d[7]);
   rp.high = __longlong_as_double(a->d[8]);
   rp.scaling = a->i[1];
-  for (i64 i = tid(); i < rp.hd / 2; i += WEFT_BLOCK_THREADS) rope_cos_sin(rp, static_cast<double>(p), i, st.cs[i], st.sn[i]);
-  if (tid() == 0) *st.pos_used = p;
+  for (i64 i = t; i < rp.hd / 2; i += nt) rope_cos_sin(rp, static_cast<double>(p), i, st.cs[i], st.sn[i]);
+  if (t == 0) *st.pos_used = p;
 }
 
 constexpr int kQkvPer = 8;  // elements per lane of a head held in registers (head_dim <= 256 in one pass)
@@ -344,7 +348,7 @@ template <typename T, int D, int G>
 __device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a, const weft_env* env, char* smem) {
   QkvRunRecord<T> p;
   if (qkv_run_planned<T>(a, env, smem)) {
-    p = *qkv_run_record<T>(smem);  // the prologue's plan (qkv_note_run)
+    p = *qkv_run_record<T>(smem);  // the prologue's plan (attention_qkv_whole_prologue)
   } else {
     const QkvStage<T> st = qkv_stage<T>(a, smem);
     p = qkv_plan<T>(a, env, smem, st, attn_io_qkv<T>(a, env, st));
@@ -429,8 +433,9 @@ __device__ __noinline__ void attention_decode_qkv_split(const weft_task_args* a,
 // an unsplit tile (the unsplit instance declines, having written nothing, a position that does not fit after all).
 template <typename T>
 __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
-  // Where the prologue planned the shared-memory path (qkv_note_run; the loop's wait was the barrier that shows the
-  // record), straight there: no checks or notes to read again. A position that no longer fits falls through.
+  // Where the prologue planned the shared-memory path (attention_qkv_whole_prologue; the loop's wait was the barrier
+  // that shows the record), straight there: no checks or notes to read again. A position that no longer fits falls
+  // through.
   if (qkv_run_planned<T>(a, env, smem) && attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
     return;

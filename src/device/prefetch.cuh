@@ -17,11 +17,12 @@ namespace weft_dev {
 
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-// [p, p + bytes) into L2, one 128-byte line per thread and step (prefetches never fault).
-__device__ __forceinline__ void prefetch_l2_range(const void* p, i64 bytes) {
+// [p, p + bytes) into L2, one 128-byte line per thread (t of nt) and step (prefetches never fault).
+__device__ __forceinline__ void prefetch_l2_range(const void* p, i64 bytes, int t = tid(),
+                                                  int nt = WEFT_BLOCK_THREADS) {
   const char* c = static_cast<const char*>(p);
   if (c == nullptr) return;
-  for (i64 off = static_cast<i64>(tid()) * 128; off < bytes; off += WEFT_BLOCK_THREADS * 128) prefetch_l2(c + off);
+  for (i64 off = static_cast<i64>(t) * 128; off < bytes; off += static_cast<i64>(nt) * 128) prefetch_l2(c + off);
 }
 
 // Attention of a tile too long for the shared-memory path (attention_smem.cuh): K and V cache rows [0, p) of
@@ -46,6 +47,40 @@ __device__ void attention_prefetch(const weft_task_args* a, const AttnIo<T>& io)
   }
 }
 
+// Before the wait, an attention_decode_qkv tile that runs whole (unsplit, or part 0 of a split tile, whole mode): the
+// rope table at `raw` (the position as loaded), the K/V rows [0, p) into shared memory where the tile takes that
+// path (its note of p at smem's first word, else -1) with the run's plan (the run record), and the norm weights into
+// L2. Three serial chains, each on warps of its own: warp 0 builds the table (pow and sincos in double, ~1.9 us),
+// warp 1's first lane writes the note and the record (~1 us of one thread), the other warps copy the rows. Done in
+// turn by every thread, they took ~5.9 us, on the critical path wherever a block's previous task ends when the
+// tile's inputs are ready: at batch 32 both waves of a layer's 256 tiles (docs/perf.md round 34).
+// Returns whether the tile takes the shared-memory path, the same in every thread.
+template <typename T>
+__device__ __forceinline__ bool attention_qkv_whole_prologue(const weft_task_args* a, const weft_env* env, char* smem,
+                                                             const QkvStage<T>& st, const AttnIo<T>& io, i64 raw) {
+  static_assert(WEFT_BLOCK_WARPS >= 3 && kQkvNoteThread == WEFT_WARP_THREADS, "warps 0, 1 and the rest");
+  const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
+  const i64 p = attn_clamp_pos(raw, io.s_dim);
+  const bool whole = s.ok && p >= 0 && p <= s.cap - 1;
+  if (warp() == 0) {
+    qkv_rope_table<T>(a, st, raw, lane(), WEFT_WARP_THREADS);
+  } else if (warp() == 1) {
+    if (tid() == kQkvNoteThread) {
+      *reinterpret_cast<int*>(smem) = whole ? static_cast<int>(p) : -1;
+      if (whole) *qkv_run_record<T>(smem) = qkv_plan<T>(a, env, st, io, s);
+    }
+    const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
+    prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes, lane(), WEFT_WARP_THREADS);
+    prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes, lane(), WEFT_WARP_THREADS);
+  } else if (whole) {
+    constexpr int kFirst = 2 * WEFT_WARP_THREADS;
+    const i64 row_kv = io.hkv * s.hd;
+    attn_copy_rows<T>(s, io.kc, io.vc, a->row0 * io.s_dim * row_kv + s.kvh * s.hd, row_kv, 0, static_cast<int>(p), 0,
+                      tid() - kFirst, WEFT_BLOCK_THREADS - kFirst);
+  }
+  return whole;
+}
+
 // Both attention prologues out of line: the task loop holds no attention code (see attention_decode_qkv_impl).
 template <typename T>
 __device__ __noinline__ void attention_plain_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
@@ -66,13 +101,8 @@ __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, c
   const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
   const i64 raw = load_int(io.pos, io.pos_dtype, a->row0), p = attn_clamp_pos(raw, io.s_dim);
   const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
-  if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;  // no unsplit rows (until attention_smem_prologue notes its own)
   if (sp.part == 0) {
-    qkv_rope_table<T>(a, st, raw);
-    const bool whole = attention_smem_prologue<T>(a, io, smem);  // notes its rows at smem (or none: -1)
-    if (whole) qkv_note_run<T>(a, env, smem, st, io);
-    prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
-    prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
+    const bool whole = attention_qkv_whole_prologue<T>(a, env, smem, st, io, raw);  // notes its rows at smem (or -1)
     attn_split_note(smem, whole ? kAttnNoteWhole : 0, raw);
     if (whole) return;
   }
@@ -87,6 +117,7 @@ __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, c
     }
     return;
   }
+  if (tid() == kQkvNoteThread) *reinterpret_cast<int*>(smem) = -1;  // no unsplit rows
   const bool idle = r.mode != kAttnSplit;
   attn_split_note(smem, idle ? kAttnNoteIdle : kAttnNoteCopied, raw);
   if (idle || r.steps == 0) {
@@ -102,20 +133,16 @@ __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, c
 // Before the wait: the rope table, the K/V rows (shared-memory path) or their L2 prefetch, the norm weights.
 template <typename T>
 __device__ __noinline__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
-  if (tid() == 0) qkv_run_record<T>(smem)->task = -1;  // no plan for the run, unless noted below
+  if (tid() == kQkvNoteThread) qkv_run_record<T>(smem)->task = -1;  // no plan for the run, unless noted below
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) return;
   if (a->d[9] > 1) {
     attention_split_prologue<T>(a, env, smem);
     return;
   }
   const QkvStage<T> st = qkv_stage<T>(a, smem);
-  qkv_rope_table<T>(a, st, load_int(in_ptr<void>(a, env, 3), a->i[0], a->row0));
   const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
-  if (attention_smem_prologue<T>(a, io, smem)) qkv_note_run<T>(a, env, smem, st, io);
-  else attention_prefetch<T>(a, io);
-  const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
-  prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes);
-  prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
+  if (!attention_qkv_whole_prologue<T>(a, env, smem, st, io, load_int(io.pos, io.pos_dtype, a->row0)))
+    attention_prefetch<T>(a, io);
 }
 
 #if !WEFT_DEVLIB_TENSOR_CORES
