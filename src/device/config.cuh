@@ -151,6 +151,6 @@ static inline WEFT_HOST_DEVICE long long weft_mma_split_parts(long long smem, lo
   X(SILU_MUL, silu_mul) X(ROPE, rope) X(ATTENTION_DECODE, attention_decode) X(SOFTMAX, softmax)          \
   X(ARGMAX, argmax) X(REDUCE, reduce) X(CAST, cast) X(RESHAPE, reshape) X(SLICE, slice) X(CONCAT, concat)  \
   X(RMSNORM_LINEAR, rmsnorm_linear) X(SILU_MUL_LINEAR, silu_mul_linear)                                  \
-  X(ATTENTION_DECODE_QKV, attention_decode_qkv) X(LINEAR_SILU_MUL, linear_silu_mul)
+  X(ATTENTION_DECODE_QKV, attention_decode_qkv) X(LINEAR_SILU_MUL, linear_silu_mul) X(ROPE_TABLE, rope_table)
 
 #endif  // WEFT_DEVICE_CONFIG_CUH

@@ -43,6 +43,20 @@ __device__ __forceinline__ void rope_cos_sin(const RopeParams& rp, double p, i64
   s = static_cast<float>(sd);
 }
 
+// The rope parameters as attention_decode_qkv and rope_table carry them (task_abi.h: d2=hd, d4=original_max_position,
+// d5..d8 the doubles' bits, i1=scaling).
+__device__ __forceinline__ RopeParams rope_params_of(const weft_task_args* a) {
+  RopeParams rp;
+  rp.hd = a->d[2];
+  rp.old_len = static_cast<double>(a->d[4]);
+  rp.theta = __longlong_as_double(a->d[5]);
+  rp.factor = __longlong_as_double(a->d[6]);
+  rp.low = __longlong_as_double(a->d[7]);
+  rp.high = __longlong_as_double(a->d[8]);
+  rp.scaling = a->i[1];
+  return rp;
+}
+
 // Rotates the pairs of one head (xh, oh at the head's start): half style pairs (i, i + hd/2), interleaved
 // (2i, 2i+1). Both values of a pair are read before either is written, so o may alias x.
 template <typename T>
@@ -95,6 +109,21 @@ __device__ void rope_impl(const weft_task_args* a, const weft_env* env, char* sm
       }
       rope_pair(xr + h * hd, orow + h * hd, i, half, interleaved, c, s);
     }
+  }
+}
+
+// rope_table: rows [row0, row1) of the table, a thread per (row, pair): the cos at column i, the sin at hd/2 + i.
+__device__ void rope_table_impl(const weft_task_args* a, const weft_env* env) {
+  const RopeParams rp = rope_params_of(a);
+  const void* pos = in_ptr<void>(a, env, 0);
+  float* o = out_ptr<float>(a, env);
+  if (rp.hd < 2 || a->row1 <= a->row0 || (a->row1 - a->row0) * (rp.hd / 2) >= (i64{1} << 31)) return;
+  const int half = static_cast<int>(rp.hd / 2), n = static_cast<int>(a->row1 - a->row0) * half;
+  for (int e = tid(); e < n; e += WEFT_BLOCK_THREADS) {
+    const i64 r = a->row0 + e / half;
+    const int i = e % half;
+    float* row = o + r * rp.hd;
+    rope_cos_sin(rp, static_cast<double>(load_int(pos, a->i[0], r)), i, row[i], row[half + i]);
   }
 }
 
@@ -414,5 +443,8 @@ WEFT_DEV_OP_BODY(rope) {
 WEFT_DEV_OP_BODY(attention_decode) {
   WEFT_DISPATCH_FLOAT(a->dtype, weft_dev::attention_decode_impl, a, env, smem);
 }
+
+// ROPE_TABLE: see task_abi.h. Out of line in the task loop (op_inlined): it runs once per decode step.
+WEFT_DEV_OP_BODY(rope_table) { weft_dev::rope_table_impl(a, env); (void)smem; }
 
 #endif  // WEFT_DEVICE_OPS_ATTENTION_CUH

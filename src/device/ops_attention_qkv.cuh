@@ -75,6 +75,16 @@ __device__ __forceinline__ AttnIo<T> attn_io_qkv(const weft_task_args* a, const 
   return io;
 }
 
+// The tile's row of the rope table operand (cos | sin of its position, ROPE_TABLE's output), or null where the op
+// has none.
+__device__ __forceinline__ const float* qkv_rope_row(const weft_task_args* a, const weft_env* env) {
+  return a->d[13] < 0 ? nullptr : global_slot<const float>(env, static_cast<int>(a->d[13])) + a->row0 * a->d[2];
+}
+
+// What QkvStage::pos_used holds where no table was built before the wait (the op has a rope table operand, which the
+// prologue may not read): no position, valid or not (attn_clamp_pos gives -1), matches it.
+constexpr long long kRopeNotBuilt = -0x7fffffffffffffffLL - 1;
+
 // The tile's row of the qkv operand.
 template <typename T>
 __device__ __forceinline__ const T* qkv_row(const weft_task_args* a, const weft_env* env, const AttnIo<T>& io) {
@@ -117,14 +127,7 @@ __device__ __forceinline__ bool qkv_run_planned(const weft_task_args* a, const w
 template <typename T>
 __device__ __forceinline__ void qkv_rope_table(const weft_task_args* a, const QkvStage<T>& st, i64 p, int t = tid(),
                                                int nt = WEFT_BLOCK_THREADS) {
-  RopeParams rp;
-  rp.hd = a->d[2];
-  rp.old_len = static_cast<double>(a->d[4]);
-  rp.theta = __longlong_as_double(a->d[5]);
-  rp.factor = __longlong_as_double(a->d[6]);
-  rp.low = __longlong_as_double(a->d[7]);
-  rp.high = __longlong_as_double(a->d[8]);
-  rp.scaling = a->i[1];
+  const RopeParams rp = rope_params_of(a);
   for (i64 i = t; i < rp.hd / 2; i += nt) rope_cos_sin(rp, static_cast<double>(p), i, st.cs[i], st.sn[i]);
   if (t == 0) *st.pos_used = p;
 }
@@ -232,10 +235,16 @@ __device__ __forceinline__ const T* qkv_fused_head(const T* qkv, const T* wq, co
 // plan's rows). It stages q, attends over its timesteps only, leaves k and v (the caches' row p) to the part that
 // holds p, and merges if it arrives last; at a position where the tile is not split it does nothing (true).
 // qkv is the tile's row of the qkv operand, wq and wk the norm weights (or null).
-template <typename T, int D, int G, bool SPLIT = false>
+// TABLE (unsplit only): rope is the tile's row of the rope table operand (ROPE_TABLE's output), whose cos and sin are
+// loaded with the heads into the registers of the lanes that rotate by them, instead of the table the prologue
+// builds in shared memory: no chain of double math in the task's set-up (~2 us of every attention task's, on the
+// critical path at batch 8 and 32, docs/perf.md round 35). Without it the code is as it was, for batch 1.
+template <typename T, int D, int G, bool SPLIT = false, bool TABLE = false>
 __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, const QkvStage<T>& st, const AttnIo<T>& io,
                                                    const AttnSmemPlan& s, char* smem, const T* qkv, const T* wq,
-                                                   const T* wk, const AttnSplit& sp = AttnSplit{}, int whole_cap = 0) {
+                                                   const T* wk, const AttnSplit& sp = AttnSplit{}, int whole_cap = 0,
+                                                   const float* rope = nullptr) {
+  static_assert(!(SPLIT && TABLE), "split parts build their table");
   constexpr int HD = 32 * D;
   attn_smem_assume_shared(s);
   const int group = s.group, hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), kvh = s.kvh;
@@ -244,6 +253,16 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   T xr[D], wr[D];
   const i64 pg = load_int(io.pos, io.pos_dtype, b);
   if (warp() < group + 2) w = qkv_fused_head<T, D>(qkv, wq, wk, warp(), group, hq, hkv, kvh, xr, wr);
+  // TABLE: cos / sin for register k, of pair lane + 32 k (half style, k < D / 2) or (lane + 32 k) / 2 (interleaved).
+  float rc[D], rs[D];
+  if constexpr (TABLE) {
+#pragma unroll
+    for (int k = 0; k < D; ++k) {
+      const int i = a->i[2] == 1 ? (lane() + 32 * k) >> 1 : lane() + 32 * (k % (D / 2));
+      rc[k] = rope[i];
+      rs[k] = rope[HD / 2 + i];
+    }
+  }
   __syncthreads();  // the prologue's rope table and note of its position are visible
   const i64 p = attn_clamp_pos(pg, io.s_dim);
   AttnPart r{};
@@ -263,7 +282,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   }
   const int pi = static_cast<int>(p);
   // The prologue read another position (one the graph computes) or none (a split part without timesteps needs none).
-  if ((!SPLIT || r.steps > 0) && *st.pos_used != p) {
+  if (!TABLE && (!SPLIT || r.steps > 0) && *st.pos_used != p) {
     __syncthreads();
     qkv_rope_table<T>(a, st, p);
     __syncthreads();
@@ -304,7 +323,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
 #pragma unroll
         for (int k = 0; k < D / 2; ++k) {
           const int i = lane() + 32 * k;
-          const float c = st.cs[i], sn = st.sn[i], xa = x[k], xb = x[k + D / 2];
+          const float c = TABLE ? rc[k] : st.cs[i], sn = TABLE ? rs[k] : st.sn[i], xa = x[k], xb = x[k + D / 2];
           out[k] = from_f<T>(__fsub_rn(__fmul_rn(xa, c), __fmul_rn(xb, sn)));
           out[k + D / 2] = from_f<T>(__fadd_rn(__fmul_rn(xb, c), __fmul_rn(xa, sn)));
         }
@@ -312,7 +331,8 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
 #pragma unroll
         for (int k = 0; k < D; ++k) {
           const int i = (lane() + 32 * k) >> 1;
-          const float other = __shfl_xor_sync(WEFT_FULL_MASK, x[k], 1), c = st.cs[i], sn = st.sn[i];
+          const float other = __shfl_xor_sync(WEFT_FULL_MASK, x[k], 1), c = TABLE ? rc[k] : st.cs[i],
+                      sn = TABLE ? rs[k] : st.sn[i];
           out[k] = from_f<T>((lane() & 1) == 0 ? __fsub_rn(__fmul_rn(x[k], c), __fmul_rn(other, sn))
                                                : __fadd_rn(__fmul_rn(x[k], c), __fmul_rn(other, sn)));
         }
@@ -344,6 +364,23 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
 }
 
 // attention_decode_qkv's instance of the shared-memory path (attention_qkv_smem), set up from its arguments.
+// With a rope table operand (d13), where the prologue planned the run: an instance of its own, so that batch 1's
+// (no table) keeps its code and registers (with both paths in one function one-row steps ran 0.5-1% slower,
+// docs/perf.md round 35). Elsewhere a tile with a table runs the plain instance, which builds the table itself.
+template <typename T, int D, int G>
+__device__ __noinline__ bool attention_qkv_table_instance(const weft_task_args* a, const weft_env* env, char* smem) {
+  QkvRunRecord<T> p;
+  if (qkv_run_planned<T>(a, env, smem)) {
+    p = *qkv_run_record<T>(smem);
+  } else {
+    const QkvStage<T> st = qkv_stage<T>(a, smem);
+    p = qkv_plan<T>(a, env, smem, st, attn_io_qkv<T>(a, env, st));
+  }
+  if (!p.s.ok || p.s.hd != 32 * D || p.s.group % G != 0) return false;
+  return attention_qkv_smem<T, D, G, false, true>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk, AttnSplit{}, 0,
+                                                  qkv_rope_row(a, env));
+}
+
 template <typename T, int D, int G>
 __device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a, const weft_env* env, char* smem) {
   QkvRunRecord<T> p;
@@ -360,6 +397,12 @@ struct AttnQkvSmemInstance {
   template <typename T, int D, int G>
   __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
     return attention_qkv_smem_instance<T, D, G>(a, env, smem);
+  }
+};
+struct AttnQkvTableInstance {
+  template <typename T, int D, int G>
+  __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
+    return attention_qkv_table_instance<T, D, G>(a, env, smem);
   }
 };
 
@@ -436,7 +479,9 @@ __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, 
   // Where the prologue planned the shared-memory path (attention_qkv_whole_prologue; the loop's wait was the barrier
   // that shows the record), straight there: no checks or notes to read again. A position that no longer fits falls
   // through.
-  if (qkv_run_planned<T>(a, env, smem) && attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
+  if (qkv_run_planned<T>(a, env, smem) &&
+      (a->d[13] >= 0 ? attn_smem_run<T, AttnQkvTableInstance>(a, env, smem) : attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)))
+    return;
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 || a->col1 <= a->col0)
     return;
   if (a->d[9] <= 1) {  // unsplit, as the prologue reads it (attention_qkv_prologue)

@@ -63,7 +63,9 @@ __device__ __forceinline__ bool attention_qkv_whole_prologue(const weft_task_arg
   const i64 p = attn_clamp_pos(raw, io.s_dim);
   const bool whole = s.ok && p >= 0 && p <= s.cap - 1;
   if (warp() == 0) {
-    qkv_rope_table<T>(a, st, raw, lane(), WEFT_WARP_THREADS);
+    // With a rope table operand (ready only after the wait) the run loads its row instead.
+    if (a->d[13] < 0) qkv_rope_table<T>(a, st, raw, lane(), WEFT_WARP_THREADS);
+    else if (lane() == 0) *st.pos_used = kRopeNotBuilt;
   } else if (warp() == 1) {
     if (tid() == kQkvNoteThread) {
       *reinterpret_cast<int*>(smem) = whole ? static_cast<int>(p) : -1;

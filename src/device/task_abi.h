@@ -189,7 +189,10 @@ struct weft_queues {
 //  ATTENTION_DECODE_QKV  in: qkv [B, (Hq + 2 Hkv) * hd], k_cache, v_cache, positions, q_norm weight or -1,
 //                   k_norm weight or -1. d0=Hq, d1=Hkv, d2=hd, d3=S, d4=original_max_position, d5..d8 = bits of
 //                   the doubles theta, factor, low_freq_factor, high_freq_factor. f0=scale, f1=eps. i0=positions
-//                   dtype, i1=rope scaling, i2=rope style. Tile: one row x one kv head's q heads.
+//                   dtype, i1=rope scaling, i2=rope style. d13 = the slot of its seventh operand, a rope table
+//                   [B, hd] f32 (ROPE_TABLE's output: the rotation's cos | sin, read after the wait), or -1 (the
+//                   task computes them); in d[], not in[], so that every task's descriptor stays 256 bytes.
+//                   Tile: one row x one kv head's q heads.
 //                   Split over the timesteps (split-KV; d9 = P >= 2 parts, a power of two <= WEFT_ATTN_MAX_SPLIT;
 //                   0 otherwise; bf16 / f16, hd 64 or 128): P tasks share the tile, task d10 = p attending over
 //                   timesteps [p n, min((p + 1) n, pos + 1)), n = ceil((pos + 1) / 2^k) for the 2^k <= P parts the
@@ -204,6 +207,9 @@ struct weft_queues {
 //  LINEAR_SILU_MUL  in: x [R, K], weight [2F, K] (gate rows [0, F), up rows [F, 2F)). d0=K, d1=F (= C).
 //                   silu(x · gateᵀ) * (x · upᵀ), each product rounded to dtype first, as linear then silu_mul
 //                   compute it.
+//  ROPE_TABLE       in: positions [R]. Output [R, hd] f32: cos of pair i at the row's position in column i, its sin
+//                   in column hd/2 + i, computed as ROPE computes them (in double, rounded to f32). Whole rows.
+//                   d2=hd, d4..d8 and i0, i1 as ATTENTION_DECODE_QKV's.
 //  CONCAT           in: up to 6 inputs, each [outer, A_j, inner]. d0=outer, d1=inner, d2..d7 = A_j (0 unused),
 //                   i0=number of inputs.
 enum weft_dev_op {
@@ -231,6 +237,7 @@ enum weft_dev_op {
   WEFT_DEV_OP_SILU_MUL_LINEAR,
   WEFT_DEV_OP_ATTENTION_DECODE_QKV,
   WEFT_DEV_OP_LINEAR_SILU_MUL,
+  WEFT_DEV_OP_ROPE_TABLE,
   WEFT_DEV_OP_COUNT
 };
 

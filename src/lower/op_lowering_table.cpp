@@ -335,6 +335,17 @@ void attention_common_args(const LowerCtx& c, weft_task_args& a, size_t k_cache,
 }
 void attention_args(const LowerCtx& c, weft_task_args& a) { attention_common_args(c, a, 3, 5); }
 
+// The rope attributes as attention_decode_qkv and rope_table hold them: d4=original_max_position, d5..d8 the bits of
+// the doubles theta, factor, low_freq_factor, high_freq_factor (the device computes in double, as the reference),
+// i1=scaling.
+void rope_double_args(const LowerCtx& c, weft_task_args& a) {
+  a.d[4] = c.attr_int("original_max_position");
+  const double bits[4] = {c.attr_num("theta"), c.attr_num("factor"), c.attr_num("low_freq_factor"), c.attr_num("high_freq_factor")};
+  std::memcpy(&a.d[5], bits, sizeof bits);
+  const std::string scaling = c.attr_str("scaling");
+  a.i[1] = scaling == "linear" ? 1 : scaling == "llama3" ? 2 : 0;
+}
+
 // attention_decode_qkv: attention_decode's tiles; a task reads its q heads, k head and v head of qkv.
 std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Region& t) {
   const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
@@ -346,6 +357,7 @@ std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Regio
     case 3: return per_row(c, k, t);
     case 4:
     case 5: return {Region{0, 1, 0, hd}};
+    case 6: return same_rows(c, k, t);  // the rope table's rows
     default: return {};  // the caches: written by this op itself
   }
 }
@@ -387,13 +399,23 @@ void attention_qkv_args(const LowerCtx& c, weft_task_args& a) {
   if (stage > WEFT_SMEM_BYTES / 4)
     c.unsupported("its q heads per kv head, k and v take " + std::to_string(stage) + " bytes of shared memory; the device stages at most " +
                   std::to_string(WEFT_SMEM_BYTES / 4));
-  a.d[4] = c.attr_int("original_max_position");
-  const double bits[4] = {c.attr_num("theta"), c.attr_num("factor"), c.attr_num("low_freq_factor"), c.attr_num("high_freq_factor")};
-  std::memcpy(&a.d[5], bits, sizeof bits);
+  rope_double_args(c, a);
   a.f[1] = static_cast<float>(c.attr_num("eps"));
-  const std::string scaling = c.attr_str("scaling");
-  a.i[1] = scaling == "linear" ? 1 : scaling == "llama3" ? 2 : 0;
   a.i[2] = c.attr_str("style") == "interleaved" ? 1 : 0;
+  // The rope table's slot (a tensor's slot is its id), past in[]'s six operands.
+  a.d[13] = c.has(6) ? c.node().inputs[6] : -1;
+}
+
+// rope_table: whole rows, as many per task as give its threads one pair each (a decode step's rows in a few tasks).
+TileGrid rope_table_grid(const LowerCtx& c) {
+  const View2D v = c.out_view();
+  return TileGrid{v.rows, v.cols, std::max<int64_t>(1, WEFT_BLOCK_THREADS / std::max<int64_t>(1, v.cols / 2)), v.cols};
+}
+std::vector<Region> rope_table_reads(const LowerCtx& c, size_t k, const Region& t) { return per_row(c, k, t); }
+void rope_table_args(const LowerCtx& c, weft_task_args& a) {
+  a.d[2] = c.attr_int("head_dim");
+  rope_double_args(c, a);
+  a.i[0] = static_cast<int>(c.in_dtype(0));
 }
 
 // argmax: one output element per row of x; the output view of a rank-1 result is [1, R]. A few long rows (a decode
@@ -529,6 +551,7 @@ const OpLowering kTable[] = {
     {"rmsnorm_linear", WEFT_DEV_OP_RMSNORM_LINEAR, fused_linear_grid, fused_linear_reads, fused_linear_args},
     {"silu_mul_linear", WEFT_DEV_OP_SILU_MUL_LINEAR, fused_linear_grid, fused_linear_reads, fused_linear_args},
     {"linear_silu_mul", WEFT_DEV_OP_LINEAR_SILU_MUL, linear_silu_mul_grid, linear_silu_mul_reads, linear_silu_mul_args},
+    {"rope_table", WEFT_DEV_OP_ROPE_TABLE, rope_table_grid, rope_table_reads, rope_table_args},
 };
 
 }  // namespace

@@ -156,6 +156,10 @@ Graph build_decoder_graph(const DecoderShape& s) {
   const bool fuse = wanted && fused_linear_supported(s.hidden, s.dtype) && fused_linear_supported(s.ffn, s.dtype);
   // Unfused, SwiGLU may run inside the gate/up projection's tiles instead (DecoderShape::swiglu_epilogue).
   const bool swiglu = s.swiglu_epilogue > 0 || (s.swiglu_epilogue < 0 && swiglu_epilogue_pays(s));
+  // cos / sin at each row's position, for every layer's attention (DecoderShape::rope_table).
+  TensorId rope_tab = kNoTensor;
+  if (s.fuse_attention && (s.rope_table > 0 || (s.rope_table < 0 && !fuse)))
+    rope_tab = g.add_op("rope_table", {pos}, rope, "rope_table");
   const TensorId embed = weight("model.embed_tokens.weight", {s.vocab, s.hidden});
   TensorId h = g.add_op("embedding", {embed, ids}, {}, "embed");
   for (int64_t l = 0; l < s.layers; ++l) {
@@ -175,7 +179,7 @@ Graph build_decoder_graph(const DecoderShape& s) {
       nlohmann::json fused = attn;
       fused.update(rope);
       fused["eps"] = s.rms_eps;
-      a = g.add_op("attention_decode_qkv", {qkv, kc, vc, pos, q_norm, k_norm}, fused, o + "attn");
+      a = g.add_op("attention_decode_qkv", {qkv, kc, vc, pos, q_norm, k_norm, rope_tab}, fused, o + "attn");
     } else {
       TensorId q = g.add_op("slice", {qkv}, cols(0, q_width), o + "q");
       TensorId k = g.add_op("slice", {qkv}, cols(q_width, q_width + kv_width), o + "k");

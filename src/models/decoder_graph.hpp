@@ -38,6 +38,13 @@ struct DecoderShape {
   // Whether each layer's slices, q/k head norms, rope and attention are one attention_decode_qkv op (true) or
   // the separate ops (false, to measure the difference).
   bool fuse_attention = true;
+  // Whether the fused attention ops rotate by a rope table computed once per step (the rope_table op, shared by
+  // every layer) instead of each attention task building its own (~2 us of double math before its wait): 1 always,
+  // 0 never, -1 the default, where the norms and SwiGLU are separate ops (the graph of steps of many rows, whose
+  // attention set-up is on the critical path: it follows a q/k/v tile, or a first wave of attention tasks). At one
+  // row the set-up overlaps q/k/v, and the table's one task (~9.6 us on an SM where its code is cold) delayed the
+  // first layer instead (docs/perf.md round 35).
+  int rope_table = -1;
 };
 
 DecoderShape llama_3_2_1b_shape();

@@ -133,6 +133,8 @@ TaskTables parse_task_tables(const std::string& blob) {
       fail(Status::cache, "task tables: a task has out-of-range indices");
     for (int k = 0; k < WEFT_TASK_MAX_INPUTS; ++k)
       if (!in(d.args.in[k], -1, t.num_slots - 1)) fail(Status::cache, "task tables: a task has an out-of-range input slot");
+    if (d.op == WEFT_DEV_OP_ATTENTION_DECODE_QKV && !in(d.args.d[13], -1, t.num_slots - 1))  // its rope table's slot
+      fail(Status::cache, "task tables: an attention task has an out-of-range rope table slot");
     if (d.clip != -1 && (!in(d.clip & 0xff, 0, WEFT_MAX_SYMBOLS - 1) || !in(d.clip >> 8, 0, 1) || d.clip_unit < 1))
       fail(Status::cache, "task tables: a task is masked by a symbol the kernel does not receive");
     // A split task writes its entry of the tile's block and the tile's arrival counter in scratch: a linear split

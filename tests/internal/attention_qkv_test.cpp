@@ -83,7 +83,52 @@ TEST(AttentionQkvOp, EqualsTheOpsItReplacesBitForBit) {
       EXPECT_EQ(got.inputs[1].f, want.inputs[1].f) << what << " k_cache";
       EXPECT_EQ(got.inputs[2].f, want.inputs[2].f) << what << " v_cache";
       EXPECT_NE(got.inputs[1].f, kc.f) << what << ": the step wrote the k cache";
+      // Rotated by the rope_table op's table instead (a decode step's form): the same bits.
+      const OpRun table = run_op("rope_table", {pos}, rope, {TensorKind::input});
+      ASSERT_EQ(table.out.shape, (std::vector<int64_t>{b_dim, k.hd})) << what;
+      ASSERT_EQ(table.out.dtype, DType::f32) << what;
+      std::vector<TensorKind> kinds7 = kinds;
+      kinds7.push_back(TensorKind::input);
+      std::vector<bool> absent7 = absent;
+      absent7.push_back(false);
+      const OpRun tabled = run_op("attention_decode_qkv", {qkv, kc, vc, pos, qn, kn, table.out}, attrs, kinds7, absent7);
+      EXPECT_EQ(tabled.out.f, want.out.f) << what << " with the rope table";
+      EXPECT_EQ(tabled.inputs[1].f, want.inputs[1].f) << what << " k_cache with the rope table";
     }
+}
+
+// rope_table holds, per position, the cos (columns [0, hd/2)) and sin (then) that rope rotates by: rotating a head
+// by them equals the rope op, bit for bit.
+TEST(RopeTableOp, HoldsTheCosAndSinRopeRotatesBy) {
+  const int64_t hd = 16, rows = 4;
+  const nlohmann::json rope = {{"head_dim", hd}, {"theta", 500000.0}, {"scaling", "llama3"}, {"factor", 32.0},
+                               {"original_max_position", 16}};
+  const Buffer pos = buffer_of(DType::i64, {rows}, {0, 1, 77, 4095});
+  const Buffer x = random_buffer(DType::f32, {rows, hd}, 5);
+  const OpRun table = run_op("rope_table", {pos}, rope, {TensorKind::input});
+  const OpRun rotated = run_op("rope", {x, pos}, rope, {TensorKind::input, TensorKind::input});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < hd / 2; ++i) {
+      const auto at = [&](const Buffer& b, int64_t c) { return b.f[static_cast<size_t>(r * hd + c)]; };
+      const float c = at(table.out, i), s = at(table.out, hd / 2 + i), xa = at(x, i), xb = at(x, i + hd / 2);
+      EXPECT_EQ(at(rotated.out, i), xa * c - xb * s) << "row " << r << " pair " << i;
+      EXPECT_EQ(at(rotated.out, i + hd / 2), xb * c + xa * s) << "row " << r << " pair " << i;
+    }
+  EXPECT_EQ(table.out.f[0], 1.0f);  // position 0
+  EXPECT_EQ(table.out.f[static_cast<size_t>(hd / 2)], 0.0f);
+  try {
+    run_op("rope_table", {random_buffer(DType::f32, {rows}, 6)}, rope, {TensorKind::input});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'positions'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("integer"), std::string::npos) << e.what();
+  }
+  try {
+    run_op("rope_table", {pos}, {{"head_dim", 7}}, {TensorKind::input});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+  }
 }
 
 TEST(AttentionQkvOp, ShapeErrorsNameTheOperandAndTheExpectedSize) {
@@ -105,6 +150,22 @@ TEST(AttentionQkvOp, ShapeErrorsNameTheOperandAndTheExpectedSize) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("multiple of num_kv_heads"), std::string::npos) << e.what();
+  }
+  // A rope table of another dtype or width than the op rotates by.
+  const std::vector<TensorKind> kinds7 = {TensorKind::input, TensorKind::state, TensorKind::state, TensorKind::input,
+                                          TensorKind::weight, TensorKind::weight, TensorKind::input};
+  const std::vector<bool> absent7 = {false, false, false, false, true, true, false};
+  for (const auto& [table, expect] : {std::pair{random_buffer(DType::bf16, {1, 8}, 4), std::string("expected f32")},
+                                      std::pair{random_buffer(DType::f32, {1, 4}, 4), std::string("head_dim")}}) {
+    try {
+      run_op("attention_decode_qkv", {random_buffer(DType::bf16, {1, 64}, 3), kc, vc, pos, Buffer(), Buffer(), table},
+             attrs, kinds7, absent7);
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("'rope_table'"), std::string::npos) << m;
+      EXPECT_NE(m.find(expect), std::string::npos) << m;
+    }
   }
   try {
     run_op("attention_decode_qkv", {random_buffer(DType::bf16, {1, 64}, 3), kc, vc, buffer_of(DType::i32, {1}, {4})}, attrs, kinds);

@@ -124,6 +124,52 @@ TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
   }
 }
 
+// In the graph of steps of many rows (norms and SwiGLU as separate ops) every layer's attention rotates by one rope
+// table per step (the rope_table op, fed by the positions); in the one-row graph, or with rope_table = 0, each
+// attention task builds its own.
+TEST(HfConfig, DecoderLayersShareOneRopeTable) {
+  for (const char* config : {kLlama, kQwen}) {
+    DecoderShape s = decoder_shape_from_hf_config(config);
+    s.layers = 3;
+    s.max_seq = 64;
+    s.fuse_linear_inputs = 0;
+    const Graph g = build_decoder_graph(s);
+    TensorId table = kNoTensor;
+    int attentions = 0;
+    for (const Node& n : g.nodes()) {
+      if (n.op->name == std::string_view("rope_table")) {
+        EXPECT_EQ(table, kNoTensor) << "a second rope_table";
+        table = n.output;
+        EXPECT_EQ(n.inputs[0], g.find_tensor("positions"));
+        EXPECT_EQ(n.attrs.at("theta").get<double>(), s.rope_theta);
+        EXPECT_EQ(n.attrs.at("head_dim").get<int64_t>(), s.head_dim);
+      }
+      if (n.op->name != std::string_view("attention_decode_qkv")) continue;
+      ++attentions;
+      ASSERT_EQ(n.inputs.size(), 7u);
+      EXPECT_EQ(n.inputs[6], table) << "attention " << attentions << " rotates by another table";
+    }
+    EXPECT_NE(table, kNoTensor) << s.hidden;
+    EXPECT_EQ(attentions, 3);
+    auto tables = [](const Graph& graph) {
+      int n = 0;
+      for (const Node& node : graph.nodes()) {
+        n += node.op->name == std::string_view("rope_table");
+        if (node.op->name == std::string_view("attention_decode_qkv") && node.inputs.size() == 7 && node.inputs[6] != kNoTensor)
+          n += 100;  // an attention rotating by a table
+      }
+      return n;
+    };
+    s.rope_table = 0;
+    EXPECT_EQ(tables(build_decoder_graph(s)), 0) << s.hidden;
+    s.fuse_linear_inputs = -1;
+    s.rope_table = -1;
+    EXPECT_EQ(tables(build_decoder_graph(s)), 0) << s.hidden << ": the one-row graph";
+    s.rope_table = 1;
+    EXPECT_EQ(tables(build_decoder_graph(s)), 301) << s.hidden;
+  }
+}
+
 // transformers 5 keeps theta and scaling under rope_parameters only.
 TEST(HfConfig, RopeParametersOfTransformers5) {
   const char* llama = R"({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,

@@ -58,6 +58,17 @@ TEST(TaskTables, DamagedBlobsAreRefused) {
   t = parse_task_tables(blob);
   t.tasks[0].args.in[0] = t.num_slots;
   EXPECT_TRUE(refused(serialize_task_tables(t)));
+  // An attention task's rope table slot (d13: -1 or a slot) past the slots, or below -1.
+  for (const int64_t bad : {int64_t{t.num_slots}, int64_t{-2}}) {
+    t = parse_task_tables(blob);
+    int attention = -1;
+    for (size_t i = 0; i < t.tasks.size() && attention < 0; ++i)
+      if (t.tasks[i].op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) attention = static_cast<int>(i);
+    ASSERT_GE(attention, 0);
+    EXPECT_FALSE(refused(serialize_task_tables(t))) << "the table as built";
+    t.tasks[static_cast<size_t>(attention)].args.d[13] = bad;
+    EXPECT_TRUE(refused(serialize_task_tables(t))) << "d13 = " << bad;
+  }
   t = parse_task_tables(blob);
   t.queue_tasks[0] = static_cast<int32_t>(t.tasks.size());
   EXPECT_TRUE(refused(serialize_task_tables(t)));

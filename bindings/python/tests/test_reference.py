@@ -260,7 +260,11 @@ def test_attention_decode_qkv_equals_the_ops_it_replaces():
         kc, vc = g.state("k_cache", "f32", [b, s, hkv, hd]), g.state("v_cache", "f32", [b, s, hkv, hd])
         pos = g.input("positions", "i32", [b])
         qn, kn = g.weight("q_norm", "f32", [hd]), g.weight("k_norm", "f32", [hd])
-        if fused:
+        if fused == "table":
+            table = g.rope_table(pos, hd, rope=rope)
+            out = g.attention_decode_qkv(qkv, kc, vc, pos, hq, hkv, hd, q_norm_weight=qn, k_norm_weight=kn, rope=rope,
+                                         rope_table=table)
+        elif fused:
             out = g.attention_decode_qkv(qkv, kc, vc, pos, hq, hkv, hd, q_norm_weight=qn, k_norm_weight=kn, rope=rope)
         else:
             q = g.rope(g.head_rmsnorm(g.slice(qkv, 1, 0, hq * hd), qn, hd), pos, hd, **rope)
@@ -277,3 +281,5 @@ def test_attention_decode_qkv_equals_the_ops_it_replaces():
                   q_norm=rng.standard_normal(hd, dtype=np.float32), k_norm=rng.standard_normal(hd, dtype=np.float32))
     fused, separate = build(True).run_reference(**values), build(False).run_reference(**values)
     np.testing.assert_array_equal(fused["out"], separate["out"])
+    # Rotated by a rope_table op's cos / sin: the same values.
+    np.testing.assert_array_equal(build("table").run_reference(**values)["out"], separate["out"])

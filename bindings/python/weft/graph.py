@@ -291,14 +291,23 @@ class Graph(Handle):
                           self._t(positions, "positions"), ctypes.byref(o), name=name)
 
     def attention_decode_qkv(self, qkv, k_cache, v_cache, positions, num_q_heads, num_kv_heads, head_dim,
-                             q_norm_weight=None, k_norm_weight=None, scale=0.0, eps=1e-6, rope=None, name=None):
+                             q_norm_weight=None, k_norm_weight=None, scale=0.0, eps=1e-6, rope=None, rope_table=None,
+                             name=None):
         """attention_decode fed by the packed q|k|v projection: the split, the optional q/k head norms and rope
-        (``rope``: a dict of the rope op's attributes: theta, style, scaling, factor, ...) as one op."""
+        (``rope``: a dict of the rope op's attributes: theta, style, scaling, factor, ...) as one op. ``rope_table``:
+        a rope_table op's output for the same positions, rotated by instead of cos / sin computed per task."""
         attrs = {"num_q_heads": int(num_q_heads), "num_kv_heads": int(num_kv_heads), "head_dim": int(head_dim),
                  "scale": float(scale), "eps": float(eps)}
         attrs.update(rope or {})
-        return self.op("attention_decode_qkv", [qkv, k_cache, v_cache, positions, q_norm_weight, k_norm_weight],
-                       attrs, name=name)
+        return self.op("attention_decode_qkv",
+                       [qkv, k_cache, v_cache, positions, q_norm_weight, k_norm_weight, rope_table], attrs, name=name)
+
+    def rope_table(self, positions, head_dim, rope=None, name=None):
+        """[..., head_dim] f32 per position: the cos of each rope pair, then its sin (``rope``: as for
+        attention_decode_qkv), computed once for every attention_decode_qkv that rotates by them."""
+        attrs = {"head_dim": int(head_dim)}
+        attrs.update(rope or {})
+        return self.op("rope_table", [positions], attrs, name=name)
 
     def softmax(self, x, name=None):
         return self._call("weft_op_softmax", self._t(x, "x"), name=name)

@@ -3,6 +3,9 @@
 // k_norm_weight: Qwen3) and rope (the rope op's attributes) to q and k, then runs attention_decode. Its result
 // equals, bit for bit, the ops it replaces: slice x3 -> head_rmsnorm x2 -> rope x2 -> attention_decode, each
 // rounding to the dtype as those ops' outputs do; on the device one task per (row, kv head) does all of it.
+// rope_table (optional, [B, head_dim] f32: the rope_table op's output) gives each row's cos | sin: the op rotates by
+// them instead of computing them from the rope attributes (a decode step computes them once for all its layers).
+#include <algorithm>
 #include <cmath>
 
 #include "graph/op_def.hpp"
@@ -13,7 +16,7 @@ namespace weft {
 
 namespace {
 
-enum : size_t { kQkv, kKCache, kVCache, kPositions, kQNorm, kKNorm };
+enum : size_t { kQkv, kKCache, kVCache, kPositions, kQNorm, kKNorm, kRopeTable };
 
 TensorType infer_attention_decode_qkv(const InferCtx& c) {
   for (const char* a : {"num_q_heads", "num_kv_heads", "head_dim"})
@@ -51,6 +54,14 @@ TensorType infer_attention_decode_qkv(const InferCtx& c) {
       c.expect_rank(i, 1);
       c.expect_dim_is(i, 0, hd, "head_dim");
     }
+  if (c.has(kRopeTable)) {
+    if (c.in(kRopeTable).dtype != DType::f32)
+      c.fail(c.operand(kRopeTable) + " has dtype " + std::string(dtype_name(c.in(kRopeTable).dtype)) +
+             "; expected f32 (the rope_table op's output)");
+    c.expect_rank(kRopeTable, 2);
+    c.expect_dim_equal(kQkv, 0, kRopeTable, 0);
+    c.expect_dim_is(kRopeTable, 1, hd, "head_dim: the cos, then the sin of each of the head_dim / 2 pairs");
+  }
   TensorType out = c.in(kQkv);
   out.shape[1] = Dim::fixed(hq * hd);
   return out;
@@ -79,7 +90,13 @@ void ref_attention_decode_qkv(const RefCtx& c) {
   };
   for (int64_t b = 0; b < rows; ++b) {
     const float* row = &qkv.f[static_cast<size_t>(b * width)];
-    rope_table(inv, static_cast<double>(pos.i[static_cast<size_t>(b)]), cs.data(), sn.data());
+    if (c.has(kRopeTable)) {
+      const float* given = &c.in(kRopeTable).f[static_cast<size_t>(b * hd)];
+      std::copy(given, given + hd / 2, cs.begin());
+      std::copy(given + hd / 2, given + hd, sn.begin());
+    } else {
+      rope_table(inv, static_cast<double>(pos.i[static_cast<size_t>(b)]), cs.data(), sn.data());
+    }
     for (int64_t h = 0; h < hq; ++h)
       prepare(row + h * hd, &q[static_cast<size_t>((b * hq + h) * hd)], c.has(kQNorm) ? &c.in(kQNorm) : nullptr);
     for (int64_t h = 0; h < hkv; ++h) {
@@ -96,7 +113,8 @@ void ref_attention_decode_qkv(const RefCtx& c) {
 
 const OpDef& op_def_attention_decode_qkv() {
   static const OpDef d{"attention_decode_qkv",
-                       {{"qkv"}, {"k_cache"}, {"v_cache"}, {"positions"}, {"q_norm_weight", true}, {"k_norm_weight", true}},
+                       {{"qkv"}, {"k_cache"}, {"v_cache"}, {"positions"}, {"q_norm_weight", true}, {"k_norm_weight", true},
+                        {"rope_table", true}},
                        false,
                        {1, 2},
                        with_rope_attrs({{"num_q_heads", AttrKind::integer, nullptr},

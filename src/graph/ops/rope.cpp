@@ -55,6 +55,34 @@ void ref_rope(const RefCtx& c) {
   }
 }
 
+// rope_table: positions [..] -> [.., head_dim] f32, per position the cos of every pair index i (columns [0, hd/2))
+// and its sin (columns [hd/2, hd)), the values rope and attention_decode_qkv rotate by. A decode step computes them
+// once for all of its layers (attention_decode_qkv's optional rope_table input); each attention task otherwise
+// builds them itself, a serial chain of double math (~2 us) on its critical path.
+TensorType infer_rope_table(const InferCtx& c) {
+  const int64_t hd = c.attr_int("head_dim");
+  if (hd < 2 || hd % 2 != 0)
+    c.fail("attribute 'head_dim' is " + std::to_string(hd) + "; expected an even size >= 2 (rope rotates pairs)");
+  expect_rope_attrs(c);
+  c.expect_int(0);
+  c.expect_rank_at_least(0, 1);
+  TensorType out = c.in(0);
+  out.dtype = DType::f32;
+  out.shape.push_back(Dim::fixed(hd));
+  return out;
+}
+
+void ref_rope_table(const RefCtx& c) {
+  const Buffer& pos = c.in(0);
+  Buffer& o = c.out();
+  const int64_t hd = c.attr_int("head_dim"), half = hd / 2;
+  const std::vector<double> inv = inv_freqs(c);
+  for (int64_t r = 0; r < pos.numel(); ++r) {
+    float* row = &o.f[static_cast<size_t>(r * hd)];
+    rope_table(inv, static_cast<double>(pos.i[static_cast<size_t>(r)]), row, row + half);
+  }
+}
+
 }  // namespace
 
 void expect_rope_attrs(const InferCtx& c) {
@@ -139,6 +167,17 @@ const OpDef& op_def_rope() {
                        with_rope_attrs({{"head_dim", AttrKind::integer, nullptr}}),
                        infer_rope,
                        ref_rope};
+  return d;
+}
+
+const OpDef& op_def_rope_table() {
+  static const OpDef d{"rope_table",
+                       {{"positions"}},
+                       false,
+                       {},
+                       with_rope_attrs({{"head_dim", AttrKind::integer, nullptr}}),
+                       infer_rope_table,
+                       ref_rope_table};
   return d;
 }
 
