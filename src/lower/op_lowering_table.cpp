@@ -412,7 +412,12 @@ TileGrid rope_table_grid(const LowerCtx& c) {
   return TileGrid{v.rows, v.cols, std::max<int64_t>(1, WEFT_BLOCK_THREADS / std::max<int64_t>(1, v.cols / 2)), v.cols};
 }
 std::vector<Region> rope_table_reads(const LowerCtx& c, size_t k, const Region& t) { return per_row(c, k, t); }
+// A task's rows times pairs are counted in 32 bits on the device (at most 256 rows or one row per task: pairs < 2^31).
+constexpr int64_t kRopeTableMaxHeadDim = int64_t{1} << 20;
 void rope_table_args(const LowerCtx& c, weft_task_args& a) {
+  if (c.attr_int("head_dim") > kRopeTableMaxHeadDim)
+    c.unsupported("head_dim " + std::to_string(c.attr_int("head_dim")) + " is above the device's " +
+                  std::to_string(kRopeTableMaxHeadDim));
   a.d[2] = c.attr_int("head_dim");
   rope_double_args(c, a);
   a.i[0] = static_cast<int>(c.in_dtype(0));

@@ -2,6 +2,7 @@
 // attention_decode) in the reference interpreter, caches included; its shape errors name the operand.
 #include <gtest/gtest.h>
 
+#include "lower/task_graph.hpp"
 #include "op_test_util.hpp"
 
 namespace weft::test {
@@ -128,6 +129,19 @@ TEST(RopeTableOp, HoldsTheCosAndSinRopeRotatesBy) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+  }
+  // A head_dim the device does not take is refused when the graph is lowered, naming the op and the size.
+  Graph g("wide_rope_table");
+  const TensorId p = g.add_tensor(TensorKind::input, "positions", DType::i32, {Dim::fixed(2)});
+  g.mark_output(g.add_op("rope_table", {p}, {{"head_dim", int64_t{1} << 21}}, "table"), "");
+  try {
+    lower(g, SymbolValues{}, LowerOptions{132});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::unsupported);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("rope_table"), std::string::npos) << m;
+    EXPECT_NE(m.find("head_dim 2097152"), std::string::npos) << m;
   }
 }
 
