@@ -364,24 +364,11 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
 }
 
 // attention_decode_qkv's instance of the shared-memory path (attention_qkv_smem), set up from its arguments.
-// With a rope table operand (d13), where the prologue planned the run: an instance of its own, so that batch 1's
-// (no table) keeps its code and registers (with both paths in one function one-row steps ran 0.5-1% slower,
-// docs/perf.md round 35). Elsewhere a tile with a table runs the plain instance, which builds the table itself.
-template <typename T, int D, int G>
-__device__ __noinline__ bool attention_qkv_table_instance(const weft_task_args* a, const weft_env* env, char* smem) {
-  QkvRunRecord<T> p;
-  if (qkv_run_planned<T>(a, env, smem)) {
-    p = *qkv_run_record<T>(smem);
-  } else {
-    const QkvStage<T> st = qkv_stage<T>(a, smem);
-    p = qkv_plan<T>(a, env, smem, st, attn_io_qkv<T>(a, env, st));
-  }
-  if (!p.s.ok || p.s.hd != 32 * D || p.s.group % G != 0) return false;
-  return attention_qkv_smem<T, D, G, false, true>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk, AttnSplit{}, 0,
-                                                  qkv_rope_row(a, env));
-}
-
-template <typename T, int D, int G>
+// TABLE: the tile has a rope table operand (d13) and the prologue planned the run (attention_decode_qkv_impl): an
+// instance of its own, so that batch 1's (no table) keeps its code and registers (with both paths in one function
+// one-row steps ran 0.5-1% slower, docs/perf.md round 35). Elsewhere a tile with a table runs the plain instance,
+// which builds the table itself.
+template <typename T, int D, int G, bool TABLE = false>
 __device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a, const weft_env* env, char* smem) {
   QkvRunRecord<T> p;
   if (qkv_run_planned<T>(a, env, smem)) {
@@ -391,7 +378,11 @@ __device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a
     p = qkv_plan<T>(a, env, smem, st, attn_io_qkv<T>(a, env, st));
   }
   if (!p.s.ok || p.s.hd != 32 * D || p.s.group % G != 0) return false;
-  return attention_qkv_smem<T, D, G>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk);
+  if constexpr (TABLE)
+    return attention_qkv_smem<T, D, G, false, true>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk, AttnSplit{}, 0,
+                                                    qkv_rope_row(a, env));
+  else
+    return attention_qkv_smem<T, D, G>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk);
 }
 struct AttnQkvSmemInstance {
   template <typename T, int D, int G>
@@ -402,7 +393,7 @@ struct AttnQkvSmemInstance {
 struct AttnQkvTableInstance {
   template <typename T, int D, int G>
   __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
-    return attention_qkv_table_instance<T, D, G>(a, env, smem);
+    return attention_qkv_smem_instance<T, D, G, true>(a, env, smem);
   }
 };
 

@@ -17,12 +17,18 @@ namespace weft {
 
 namespace {
 
-TensorType infer_rope(const InferCtx& c) {
-  c.expect_float(0);
-  c.expect_rank_at_least(0, 1);
+// The head_dim attribute of rope and rope_table: an even size >= 2.
+int64_t expect_rope_head_dim(const InferCtx& c) {
   const int64_t hd = c.attr_int("head_dim");
   if (hd < 2 || hd % 2 != 0)
     c.fail("attribute 'head_dim' is " + std::to_string(hd) + "; expected an even size >= 2 (rope rotates pairs)");
+  return hd;
+}
+
+TensorType infer_rope(const InferCtx& c) {
+  c.expect_float(0);
+  c.expect_rank_at_least(0, 1);
+  const int64_t hd = expect_rope_head_dim(c);
   const int64_t last = c.fixed_dim(0, -1, "it is split into heads of head_dim");
   if (last % hd != 0)
     c.fail(c.operand(0) + " dim " + std::to_string(c.rank(0) - 1) + " is " + std::to_string(last) +
@@ -60,9 +66,7 @@ void ref_rope(const RefCtx& c) {
 // once for all of its layers (attention_decode_qkv's optional rope_table input); each attention task otherwise
 // builds them itself, a serial chain of double math (~2 us) on its critical path.
 TensorType infer_rope_table(const InferCtx& c) {
-  const int64_t hd = c.attr_int("head_dim");
-  if (hd < 2 || hd % 2 != 0)
-    c.fail("attribute 'head_dim' is " + std::to_string(hd) + "; expected an even size >= 2 (rope rotates pairs)");
+  const int64_t hd = expect_rope_head_dim(c);
   expect_rope_attrs(c);
   c.expect_int(0);
   c.expect_rank_at_least(0, 1);
