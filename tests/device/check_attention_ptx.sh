@@ -2,10 +2,10 @@
 # Every instance of the shared-memory attention path keeps its phases in the device library. NVVM has deleted that
 # path whole (attention skipped, wrong tokens, no error) under attn_smem_assume_shared's
 # __builtin_assume(__isShared(...)) after changes that looked harmless (docs/perf.md, round 23), and only the GPU
-# tests noticed; CI has no GPU. So: src/device compiled to PTX (the CUDA-core library of ARCH), and each of the 48
-# instances (attention_qkv_smem_instance, attention_smem_fast_instance and the split-KV parts'
-# attention_qkv_split_instance; bf16 and f16; head_dim 64 / 128; groups of 1, 2, 4, 8) must still hold the
-# softmax's exp (ex2), the dot products' shuffles, barriers and its stores.
+# tests noticed; CI has no GPU. So: src/device compiled to PTX (the CUDA-core library of ARCH), and each of the 64
+# instances (attention_qkv_smem_instance without and with a rope table operand, attention_smem_fast_instance and the
+# split-KV parts' attention_qkv_split_instance; bf16 and f16; head_dim 64 / 128; groups of 1, 2, 4, 8) must still
+# hold the softmax's exp (ex2), the dot products' shuffles, barriers and its stores.
 # usage: check_attention_ptx.sh NVCC DEVICE_DIR ARCH OUT_DIR
 set -euo pipefail
 nvcc=$1; dir=$2; arch=$3; out=$4
@@ -33,8 +33,8 @@ awk '
 ' "$ptx" > "$out/attention_check_$arch.txt"
 status=0
 count=$(wc -l < "$out/attention_check_$arch.txt")
-if [ "$count" -ne 48 ]; then
-  echo "expected 48 attention instances in the PTX ($ptx), found $count:"; cat "$out/attention_check_$arch.txt"
+if [ "$count" -ne 64 ]; then
+  echo "expected 64 attention instances in the PTX ($ptx), found $count:"; cat "$out/attention_check_$arch.txt"
   status=1
 fi
 while read -r name ex2 shfl bar st; do
@@ -43,5 +43,5 @@ while read -r name ex2 shfl bar st; do
     status=1
   fi
 done < "$out/attention_check_$arch.txt"
-[ $status -eq 0 ] && echo "48 attention instances keep their phases ($arch)"
+[ $status -eq 0 ] && echo "64 attention instances keep their phases ($arch)"
 exit $status
