@@ -14,8 +14,10 @@ own kernel cache.
         new-unfused=b1.tar.xz:0::WEFT_FUSE_LINEAR_INPUTS=0 \
         [--models llama-3.2-1b,qwen3-0.6b] [--reps 3] [--steps 128] [--batch 1] [--trace] [--out ab.json]
 
-Prints one row per (model, mode, variant): the medians of every repetition and their median. --trace also writes
-a WEFT_TRACE of each variant (32 steps, step mode) and prints bench/trace_summary.py's tables for it (with --spread).
+Prints one row per (model, mode, variant): the medians of every repetition and their median; then, per model,
+whether every run generated the same first 16 tokens (a variant that changes no arithmetic must; one that does may
+part at a near tie of the random weights). --trace also writes a WEFT_TRACE of each variant (32 steps, step mode)
+and prints bench/trace_summary.py's tables for it (with --spread).
 """
 import argparse
 import json
@@ -130,6 +132,23 @@ def main():
                     continue
                 print(f"{model:14} {mode:5} {v['label']:16} {statistics.median(ms):10.4f}  "
                       + " ".join(f"{x:.4f}" for x in ms))
+    for line in token_agreement(results):
+        print(line)
+
+
+def token_agreement(results):
+    """Per model: whether every run's first tokens are the same, else which runs part from the most common ones."""
+    lines = []
+    for model in dict.fromkeys(r["model"] for r in results):
+        runs = [r for r in results if r["model"] == model and r["tokens"]]
+        if not runs:
+            continue
+        rows = [tuple(r["tokens"]) for r in runs]
+        common = max(set(rows), key=rows.count)
+        odd = [f"{r['variant']} {r['mode']} rep {r['rep']}" for r, row in zip(runs, rows) if row != common]
+        lines.append(f"{model}: the first {len(common)} tokens of all {len(runs)} runs equal" if not odd else
+                     f"{model}: {len(odd)} of {len(runs)} runs part from the most common first tokens: " + ", ".join(odd))
+    return lines
 
 
 if __name__ == "__main__":
