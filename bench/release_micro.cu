@@ -2,10 +2,10 @@
 // 0's release add, which ptxas turns into MEMBAR.ALL.GPU + ATOM) timed by thread 0 from before the add to after it,
 // while (a) nothing else runs, (b) the block's other warps have requested the next task's weights (32 KiB of cp.async,
 // as the task loop's prologue does right after notify's barrier), issued before or after the barrier, (c) the
-// block's own warp 0 has such requests outstanding too, and (d) the other SMs stream HBM at full rate (plain loads, or a
-// GEMV tile's cp.async ring) (the other tiles
-// of a big op still streaming when one finishes). Round 36 traced Qwen3-8B's gate_up / down tiles' last notify at
-// 1.4-2.5 us against 0.8-1.1 for q/k/v and o (docs/perf.md): which of these makes a release wait that long?
+// block's own warp 0 has such requests outstanding too, and (d) the other SMs stream HBM at full rate, by plain
+// loads or through GEMV-like cp.async rings (the other tiles of a big op still streaming when one finishes). Round 36
+// traced Qwen3-8B's gate_up / down tiles' last notify at 1.4-2.5 us against 0.8-1.1 for q/k/v and o (docs/perf.md):
+// which of these makes a release wait that long?
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o release_micro bench/release_micro.cu && ./release_micro
 #include "micro_common.cuh"
