@@ -2,7 +2,7 @@
 """How one op instance's finish carries into the next one's in a WEFT_TRACE file (Chrome trace JSON of one launch).
 
 Op instances of a step are taken in the order they finish (last notify); each is compared with the one before it.
-Per op kind (layer numbers folded, as trace_summary.py does), averaged over its instances, in us:
+Per op kind (every number in the name folded, as trace_sm_speed.py does), averaged over its instances, in us:
   crit wake    the task that finished last: its run start after the previous instance's finish
   median wake  the same for the instance's median task
   late block   the same for the task on the block whose task finished the previous instance last
