@@ -11,7 +11,10 @@ Per op kind (every number in the name folded, as trace_sm_speed.py does), averag
   max-mean     the last task's finish over the mean finish of the instance's tasks: what equal finishing
                times would save at most on the critical path
 Then every task (of an instance after a linear one, attention excluded), binned by when its set-up (descriptor and
-prefetch) started relative to the previous instance's finish: the median wake and set-up end of each bin. A block
+prefetch) started relative to the previous instance's finish: the median wake and set-up end of each bin. Last, per op
+kind, how long an instance's finish (last notify end) trails its last run end, and the notify of its tasks by how
+early their run ended: a release waits for the block's stores behind the other tiles' weight streams (round 37,
+docs/perf.md), so a tile that ends early but releases slowly can finish the op. A block
 that finished the previous op late starts its set-up late, and its wake follows its set-up's end by about one
 poll round trip: the finish of one op carries into the next through the blocks that ended it.
 
@@ -50,6 +53,15 @@ def main():
     ordered = sorted(((max(end(p) for p in ps), key, ps) for key, ps in instances.items()), key=lambda r: (r[1][0], r[0]))
     rows = collections.defaultdict(list)
     bins = collections.defaultdict(list)
+    trail = collections.defaultdict(list)  # op kind -> (finish - last run end, the finishing task's run end, its notify)
+    notify_by_end = collections.defaultdict(lambda: collections.defaultdict(list))  # kind -> run end bin -> notifies
+    for _, key, tasks in ordered:
+        run_end = [p["run"]["ts"] + p["run"]["dur"] for p in tasks]
+        last_run, last = max(run_end), max(tasks, key=end)
+        kind = fold(key[1])
+        trail[kind].append((end(last) - last_run, last["run"]["ts"] + last["run"]["dur"] - last_run, last["notify"]["dur"]))
+        for p, r in zip(tasks, run_end):
+            notify_by_end[kind][max(-6, round(r - last_run))].append(p["notify"]["dur"])
     for (prev_end, prev_key, prev_tasks), (_, key, tasks) in zip(ordered, ordered[1:]):
         if key[0] != prev_key[0]:  # a new step: the previous instance is another step's
             continue
@@ -92,6 +104,12 @@ def main():
         label = f"<= {b:+.1f}" if b == -3.0 else f">= {b:+.1f}" if b == 2.0 else f"{b:+.1f}"
         print(f"{label:>44} {len(v):6d} {statistics.median(x[0] for x in v):6.2f} "
               f"{statistics.median(x[1] for x in v):10.2f} {statistics.median(x[2] for x in v):7.2f}")
+    print(f"\n{'op kind':40} {'finish after last run end':>25} {'finisher run end':>16} {'its notify':>10}   "
+          f"notify p50 by run end (us before the last; <= -6 pooled)")
+    for kind, v in sorted(trail.items(), key=lambda kv: -statistics.median(x[0] for x in kv[1])):
+        by_end = "  ".join(f"{b:+d}: {statistics.median(n):.2f}" for b, n in sorted(notify_by_end[kind].items()))
+        print(f"{kind[:40]:40} {statistics.median(x[0] for x in v):25.2f} {statistics.median(x[1] for x in v):16.2f} "
+              f"{statistics.median(x[2] for x in v):10.2f}   {by_end}")
 
 
 if __name__ == "__main__":
