@@ -1,11 +1,13 @@
 // Whether a kernel launch makes the next pass over the weights slower: every SM streams its contiguous slice of a
-// weight-sized buffer once per pass (16-byte loads, as many in flight as the GEMV tiles keep), either one pass per
-// launch (weft's one launch per decode step) or all passes in one launch with a grid barrier between them (weft's
-// multi-step loop), optionally touching every 2 MiB page of its slice first (one load per page, all in flight at
-// once). Per pass, from %globaltimer stamps of every block: the span (first block start to last block end) and the
-// gap since the previous pass; medians over the passes after the first. Round 37's traces put the first step of a
-// launch 12-26 us (1.4-2.9%) slower than the loop's later steps, Llama-3.2-1B's gate/up projection streaming ~7%
-// slower in it, at the same SM clock (docs/perf.md).
+// weight-sized buffer (2.4 GB as one allocation or 32, a grid barrier between them) once per pass, by plain 16-byte
+// loads (optionally touching every 2 MiB page of its slice first) or as the GEMV tiles do (a cp.async ring of 4 x 2
+// KiB stages per warp, 3 in flight, with or without L2::evict_first), either one pass per launch (weft's one launch
+// per decode step) or all passes in one launch with a grid barrier between them (weft's multi-step loop). Per pass,
+// from %globaltimer stamps of every block: the span (first block start to last block end) and the gap since the
+// previous pass; medians over the passes after the first. Then each pass cut into 8 parts of ~70 us (ops), after 0 /
+// 15 / 100 us of quiet: the first part against the later ones. Round 37's traces put a launch's first step 12-43 us
+// slower than the loop's later steps, its first layers' gate/up projections streaming up to 12% slower at the same SM
+// clock (docs/perf.md).
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o launch_stream_micro bench/launch_stream_micro.cu && ./launch_stream_micro
 #include "micro_common.cuh"
