@@ -11,12 +11,12 @@ Per op kind (every number in the name folded, as trace_sm_speed.py does), averag
   max-mean     the last task's finish over the mean finish of the instance's tasks: what equal finishing
                times would save at most on the critical path
 Then every task (of an instance after a linear one, attention excluded), binned by when its set-up (descriptor and
-prefetch) started relative to the previous instance's finish: the median wake and set-up end of each bin. Last, per op
-kind, how long an instance's finish (last notify end) trails its last run end, and the notify of its tasks by how
-early their run ended: a release waits for the block's stores behind the other tiles' weight streams (round 37,
-docs/perf.md), so a tile that ends early but releases slowly can finish the op. A block
+prefetch) started relative to the previous instance's finish: the median wake and set-up end of each bin. A block
 that finished the previous op late starts its set-up late, and its wake follows its set-up's end by about one
 poll round trip: the finish of one op carries into the next through the blocks that ended it.
+Last, per op kind, how long an instance's finish (last notify end) trails its last run end, and the notify of its
+tasks by how early their run ended: a release waits for the block's stores behind the other tiles' weight streams
+(round 37, docs/perf.md), so a tile that ends early but releases slowly can finish the op.
 
     python3 bench/trace_chain.py trace.json [--step N]
 """
