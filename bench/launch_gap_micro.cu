@@ -24,12 +24,6 @@ struct Params {
   void* p[N];
 };
 
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // Reads `words` 16-byte words of `warm` (every block all of them, dependent on nothing: many in flight) and returns
 // the ns it took: from L2 when an earlier launch left them there, from HBM when something dropped them.
 __device__ __forceinline__ unsigned long long read_all(const uint4* warm, int words, unsigned& acc) {

@@ -19,12 +19,6 @@ constexpr long long kPage = 2ll << 20;
 // More than half an SM's shared memory: one block per SM, as the megakernel.
 constexpr int kBlockSmem = 120 * 1024;
 
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // Streams this block's slice of `words` 16-byte words, 8 loads in flight per thread; with `touch`, first one load
 // per 2 MiB page of the slice, spread over the block's threads.
 __device__ unsigned stream_slice(const uint4* src, long long words, bool touch) {
@@ -160,6 +154,42 @@ PassStats stats(const std::vector<unsigned long long>& h, int sms) {
   return {median(spans), median(gaps), first};
 }
 
+// `count` device allocations of `bytes` each (non-zero), and the device array of their addresses the kernel takes.
+struct WeightParts {
+  std::vector<uint4*> host;
+  uint4** dev = nullptr;
+  WeightParts(int count, long long bytes) : host(count) {
+    for (uint4*& p : host) {
+      CHECK(cudaMalloc(&p, bytes));
+      CHECK(cudaMemset(p, 0x5a, bytes));
+    }
+    CHECK(cudaMalloc(&dev, count * sizeof(uint4*)));
+    CHECK(cudaMemcpy(dev, host.data(), count * sizeof(uint4*), cudaMemcpyHostToDevice));
+  }
+  ~WeightParts() {
+    for (uint4* p : host) CHECK(cudaFree(p));
+    CHECK(cudaFree(dev));
+  }
+};
+
+// kPasses passes over `parts` (`words` each), one per launch or all in one launch; twice, the first to warm up.
+void run_passes(int sms, const WeightParts& parts, long long words, int how, bool one_launch, unsigned long long idle_ns,
+                unsigned* barrier, unsigned long long* stamps, unsigned long long* part_ends, unsigned* sink) {
+  const int n = static_cast<int>(parts.host.size());
+  for (int rep = 0; rep < 2; ++rep) {
+    CHECK(cudaMemset(barrier, 0, sizeof(unsigned)));
+    if (one_launch)
+      streamer<<<sms, kMicroThreads, kBlockSmem>>>(parts.dev, n, words, 0, kPasses, how, barrier, stamps, part_ends, idle_ns, sink);
+    else
+      for (int p = 0; p < kPasses; ++p) {
+        CHECK(cudaMemsetAsync(barrier, 0, sizeof(unsigned)));
+        streamer<<<sms, kMicroThreads, kBlockSmem>>>(parts.dev, n, words, p, 1, how, barrier, stamps, part_ends, idle_ns, sink);
+      }
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -181,36 +211,17 @@ int main() {
   struct Shape { long long mb; int parts; };
   for (Shape shape : {Shape{2400, 1}, Shape{2400, 32}}) {
     const long long bytes = (shape.mb << 20) / shape.parts, words = bytes / 16;
-    std::vector<uint4*> parts(shape.parts);
-    for (uint4*& p : parts) {
-      CHECK(cudaMalloc(&p, bytes));
-      CHECK(cudaMemset(p, 0x5a, bytes));
-    }
-    uint4** parts_dev = nullptr;
-    CHECK(cudaMalloc(&parts_dev, shape.parts * sizeof(uint4*)));
-    CHECK(cudaMemcpy(parts_dev, parts.data(), shape.parts * sizeof(uint4*), cudaMemcpyHostToDevice));
+    const WeightParts parts(shape.parts, bytes);
     for (int how = 0; how < 4; ++how)
       for (int one_launch = 0; one_launch < 2; ++one_launch) {
         std::vector<unsigned long long> h(static_cast<size_t>(kPasses) * sms * 2);
-        for (int rep = 0; rep < 2; ++rep) {  // the first repetition warms up
-          CHECK(cudaMemset(barrier, 0, sizeof(unsigned)));
-          if (one_launch) streamer<<<sms, kMicroThreads, kBlockSmem>>>(parts_dev, shape.parts, words, 0, kPasses, how, barrier, stamps, nullptr, 0, sink);
-          else
-            for (int p = 0; p < kPasses; ++p) {
-              CHECK(cudaMemsetAsync(barrier, 0, sizeof(unsigned)));
-              streamer<<<sms, kMicroThreads, kBlockSmem>>>(parts_dev, shape.parts, words, p, 1, how, barrier, stamps, nullptr, 0, sink);
-            }
-          CHECK(cudaGetLastError());
-          CHECK(cudaDeviceSynchronize());
-        }
+        run_passes(sms, parts, words, how, one_launch != 0, 0, barrier, stamps, nullptr, sink);
         CHECK(cudaMemcpy(h.data(), stamps, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
         const PassStats s = stats(h, sms);
         std::printf("| %lld MiB in %d | %s | %s | %.1f | %.1f | %.2f | %.2f |\n", shape.mb, shape.parts,
                     one_launch ? "one launch, grid barrier between" : "one launch each", hows[how],
                     s.first_span_us, s.span_us, static_cast<double>(bytes) * shape.parts / (s.span_us * 1e6), s.gap_us);
       }
-    for (uint4* p : parts) CHECK(cudaFree(p));
-    CHECK(cudaFree(parts_dev));
   }
 
   // The first op of a step against the later ones: 2400 MiB in 8 parts (ops of ~70 us, a grid barrier between), each
@@ -220,30 +231,12 @@ int main() {
   {
     constexpr int kParts = 8;
     const long long bytes = (2400ll << 20) / kParts, words = bytes / 16;
-    std::vector<uint4*> parts(kParts);
-    for (uint4*& p : parts) {
-      CHECK(cudaMalloc(&p, bytes));
-      CHECK(cudaMemset(p, 0x5a, bytes));
-    }
-    uint4** parts_dev = nullptr;
+    const WeightParts parts(kParts, bytes);
     unsigned long long* part_ends = nullptr;
-    CHECK(cudaMalloc(&parts_dev, kParts * sizeof(uint4*)));
-    CHECK(cudaMemcpy(parts_dev, parts.data(), kParts * sizeof(uint4*), cudaMemcpyHostToDevice));
     CHECK(cudaMalloc(&part_ends, static_cast<size_t>(kPasses) * kParts * sms * sizeof(unsigned long long)));
     for (unsigned long long idle : {0ull, 15000ull, 100000ull})
       for (int one_launch = 0; one_launch < 2; ++one_launch) {
-        for (int rep = 0; rep < 2; ++rep) {
-          CHECK(cudaMemset(barrier, 0, sizeof(unsigned)));
-          if (one_launch)
-            streamer<<<sms, kMicroThreads, kBlockSmem>>>(parts_dev, kParts, words, 0, kPasses, 3, barrier, stamps, part_ends, idle, sink);
-          else
-            for (int p = 0; p < kPasses; ++p) {
-              CHECK(cudaMemsetAsync(barrier, 0, sizeof(unsigned)));
-              streamer<<<sms, kMicroThreads, kBlockSmem>>>(parts_dev, kParts, words, p, 1, 3, barrier, stamps, part_ends, idle, sink);
-            }
-          CHECK(cudaGetLastError());
-          CHECK(cudaDeviceSynchronize());
-        }
+        run_passes(sms, parts, words, 3, one_launch != 0, idle, barrier, stamps, part_ends, sink);
         std::vector<unsigned long long> st(static_cast<size_t>(kPasses) * sms * 2), pe(static_cast<size_t>(kPasses) * kParts * sms);
         CHECK(cudaMemcpy(st.data(), stamps, st.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
         CHECK(cudaMemcpy(pe.data(), part_ends, pe.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
@@ -263,8 +256,6 @@ int main() {
         std::printf("| %s | %llu | %.2f | %.2f |\n", one_launch ? "one launch, grid barrier between" : "one launch each",
                     idle / 1000, median(span[0]), later);
       }
-    for (uint4* p : parts) CHECK(cudaFree(p));
-    CHECK(cudaFree(parts_dev));
     CHECK(cudaFree(part_ends));
   }
   CHECK(cudaFree(stamps));

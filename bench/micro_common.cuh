@@ -1,6 +1,6 @@
-// What the standalone GPU microbenchmarks of bench/ (gemv_micro.cu, handoff_micro.cu, mlp_split_micro.cu) share: a
-// CUDA error check that exits with the failing call, the median of a sample, the memory-order primitives of the
-// megakernel's events and its plain op boundary as a chain (counter_chain).
+// What the standalone GPU microbenchmarks of bench/ (*_micro.cu) share: a CUDA error check that exits with the
+// failing call, the median of a sample, the global timer, the memory-order primitives of the megakernel's events and
+// its plain op boundary as a chain (counter_chain).
 #ifndef WEFT_BENCH_MICRO_COMMON_CUH
 #define WEFT_BENCH_MICRO_COMMON_CUH
 
@@ -26,6 +26,13 @@ inline float median(std::vector<float> v) {
 }
 
 constexpr int kMicroThreads = 256;
+
+// Nanoseconds on the GPU's global timer (the same clock on every SM, so blocks and launches can be lined up).
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;

@@ -31,17 +31,24 @@ def fold(name):
     return re.sub(r"\d+", "*", name)
 
 
+def load_parts(path, step=None):
+    """The trace's duration events (of one step, or all), and per (step, task) its "setup", "wait", "notify" and
+    "run" event (the run is the event of any other category: the op's name)."""
+    events = [e for e in json.load(open(path))["traceEvents"]
+              if e.get("ph") == "X" and (step is None or e["args"]["step"] == step)]
+    parts = collections.defaultdict(dict)
+    for e in events:
+        cat = e["cat"] if e["cat"] in ("setup", "wait", "notify") else "run"
+        parts[(e["args"]["step"], e["args"]["task"])][cat] = e
+    return events, parts
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--step", type=int, default=None, help="only this step of a multi-step launch (default: all)")
     args = ap.parse_args()
-    parts = collections.defaultdict(dict)  # (step, task) -> {"setup" | "wait" | "notify" | "run": event}
-    for e in json.load(open(args.trace))["traceEvents"]:
-        if e.get("ph") != "X" or (args.step is not None and e["args"]["step"] != args.step):
-            continue
-        cat = e["cat"] if e["cat"] in ("setup", "wait", "notify") else "run"
-        parts[(e["args"]["step"], e["args"]["task"])][cat] = e
+    _, parts = load_parts(args.trace, args.step)
     instances = collections.defaultdict(list)  # (step, op instance name) -> its tasks
     for (step, _), p in parts.items():
         if "run" in p and "notify" in p and "setup" in p:

@@ -11,17 +11,9 @@ pays.
 """
 import argparse
 import collections
-import json
 import statistics
 
-
-def load(path):
-    parts = collections.defaultdict(dict)  # (step, task) -> {"setup" | "wait" | "notify" | "run": event}
-    events = [e for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X"]
-    for e in events:
-        cat = e["cat"] if e["cat"] in ("setup", "wait", "notify") else "run"
-        parts[(e["args"]["step"], e["args"]["task"])][cat] = e
-    return events, parts
+from trace_chain import load_parts  # bench/ is the script's folder, first on sys.path
 
 
 def critical_shares(parts, step):
@@ -50,7 +42,7 @@ def main():
                     help="the steps to compare (default: the first and the middle one)")
     ap.add_argument("--top", type=int, default=12, help="op instances listed (largest differences)")
     args = ap.parse_args()
-    events, parts = load(args.trace)
+    events, parts = load_parts(args.trace)
     by_step = collections.defaultdict(list)
     for e in events:
         by_step[e["args"]["step"]].append(e)
