@@ -198,6 +198,19 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
   const int begin = q.queue_offsets[blockIdx.x], end = q.queue_offsets[blockIdx.x + 1];
   const int entries = q.queue_offsets[gridDim.x];
   const bool early = !(q.tuning & WEFT_TUNE_LATE_PREFETCH);
+#if defined(WEFT_DEVLIB_TICKET) && WEFT_DEVLIB_TICKET > 0
+  // Measurement builds only (scripts/devlib-build.sh with DEVLIB_NVCC_FLAGS=-DWEFT_DEVLIB_TICKET=n): n shared
+  // stores that never run. They change nothing a task does, but ptxas allocates and schedules this whole loop anew
+  // around them (bench/sass_diff.py), and that alone moves a decode step by ~1%: A/Bs of device code compare several
+  // such tickets of each side, not one allocation against main's, which rounds of keeping the faster have selected
+  // (docs/perf.md round 38).
+  if (q.tuning & (1u << 30)) {  // never set (task_abi.h)
+#pragma unroll
+    for (int i = 0; i < WEFT_DEVLIB_TICKET; ++i)
+      asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(static_cast<unsigned int>(i * 4)), "r"(q.epoch + i)
+                   : "memory");
+  }
+#endif
   for (int step = 0; step < steps; ++step) {
     void* const* slots = q.slots;
     if (loop.steps > 0) {
