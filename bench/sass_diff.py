@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;")
-SECTION = re.compile(r"^\s*\.section\s+(\S+)|^\s*\.text\.(\S+):")
+SECTION = re.compile(r"^\s*\.section\s+([^,\s]+)|^\s*(\.text\.[^:\s]+):")  # a section, or its label
 
 
 def nvdisasm():
@@ -41,8 +41,7 @@ def function_sass(tool, cubin, function):
     for line in p.stdout.splitlines():
         m = SECTION.match(line)
         if m:
-            inside = (m.group(1) or m.group(2) or "").rstrip(":").endswith("." + function) or \
-                (m.group(2) or "").rstrip(":") == function
+            inside = (m.group(1) or m.group(2)) == ".text." + function
             continue
         if inside:
             i = INSTRUCTION.search(line)
@@ -90,8 +89,8 @@ def main():
     tool = nvdisasm()
     base = function_sass(tool, args.cubins[0], args.function)
     base_alloc, base_code = masked(base, False), masked(base, True)
-    print(f"{args.function}: | cubin | instructions | LDL | STL | LDGSTS | BAR | differing from the first | "
-          "with registers masked |")
+    print(f"{args.function}\n\n| cubin | instructions | LDL | STL | LDGSTS | BAR | differing from the first | "
+          "with registers masked |\n|---|---|---|---|---|---|---|---|")
     for path in args.cubins:
         sass = base if path == args.cubins[0] else function_sass(tool, path, args.function)
         c = counts(sass)
