@@ -4,9 +4,10 @@
 # libweft's build dependencies, device code can be changed and measured with a libweft built elsewhere.
 #   bash scripts/devlib-build.sh OUT_DIR [ARCH ...]      (default sm_90a; every variant of each, in parallel)
 #   WEFT_DEVICE_LIBRARY_DIR=OUT_DIR build/samples/weft_generate ...
-# Extra nvcc flags (a -D switch, say) go in $DEVLIB_NVCC_FLAGS; -DWEFT_DEVLIB_TICKET=n builds an allocation ticket of the
-# same code (task_loop.cuh: A/Bs of device code compare several tickets per side). Only the device library is replaced: the
-# headers generated kernels include (task_abi.h, config.cuh, weft_device.h, common.cuh) stay the embedded ones.
+# Extra nvcc flags (a -D switch, say) go in $DEVLIB_NVCC_FLAGS; -DWEFT_DEVLIB_TICKET=n builds an allocation ticket
+# of the same code (task_loop.cuh: A/Bs of device code compare several tickets per side). Only the device library is
+# replaced: the headers generated kernels include (task_abi.h, config.cuh, weft_device.h, common.cuh) stay the
+# embedded ones.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:?usage: devlib-build.sh OUT_DIR [ARCH ...]}"
