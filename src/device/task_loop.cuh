@@ -204,7 +204,7 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
   // around them (bench/sass_diff.py), and that alone moves a decode step by ~1%: A/Bs of device code compare several
   // such tickets of each side, not one allocation against main's, which rounds of keeping the faster have selected
   // (docs/perf.md round 38).
-  if (q.tuning & (1u << 30)) {  // never set (task_abi.h)
+  if (q.tuning & WEFT_TUNE_TICKET_NEVER) {
 #pragma unroll
     for (int i = 0; i < WEFT_DEVLIB_TICKET; ++i)
       asm volatile("st.volatile.shared.u32 [%0], %1;" ::"r"(static_cast<unsigned int>(i * 4)), "r"(q.epoch + i)
