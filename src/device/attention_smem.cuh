@@ -74,6 +74,11 @@ struct AttnSmemPlan {
   float *q, *part, *inv_l, *score;
 };
 
+// K row r of the plan keeps its 16-byte unit u at unit attn_k_unit(r, u): in the per-warp path (attn_smem_attend_warps)
+// each lane reads a row of its own, and rows 128 or 256 bytes apart would otherwise all fall on the same banks
+// (an 8-way conflict per load). V rows are read a whole row per warp and keep their order.
+__device__ __forceinline__ int attn_k_unit(int r, int u) { return u ^ (r & 7); }
+
 // The path takes one (row, kv head) per tile of a 16-bit dtype with head_dim 64 or 128 (attention_smem_fast's
 // instances), every pointer 16-byte aligned (then every row start is). 32-bit arithmetic: a 64-bit division is
 // ~100 instructions, and this runs on the critical path of every layer. `stat` more floats after 1/l: a part of a
@@ -119,10 +124,11 @@ __device__ __forceinline__ void attn_copy_rows(const AttnSmemPlan& s, const T* k
   const unsigned int vs = static_cast<unsigned int>(__cvta_generic_to_shared(s.v));
   for (int e = th; e < n; e += nth) {
     const int tr = e / units, u = e - tr * units;
-    const int t = t0 + tr;
+    const int t = t0 + tr, r = t - first;
     const i64 g = base + t * row_kv;
-    const unsigned int off = static_cast<unsigned int>(((t - first) * units + u) * 16);
-    cp_async16(ks + off, reinterpret_cast<const char*>(kc + g) + u * 16, policy);
+    const unsigned int off = static_cast<unsigned int>((r * units + u) * 16);
+    cp_async16(ks + static_cast<unsigned int>((r * units + attn_k_unit(r, u)) * 16),
+               reinterpret_cast<const char*>(kc + g) + u * 16, policy);
     cp_async16(vs + off, reinterpret_cast<const char*>(vc + g) + u * 16, policy);
   }
   cp_async_commit();
@@ -193,7 +199,8 @@ __device__ __forceinline__ void attn_smem_assume_shared(const AttnSmemPlan& s) {
   __builtin_assume(__isShared(s.score));
 }
 
-// Phases 1-3 of the shared-memory path and its output, once q (f32) and K/V rows [0, pi] of (row b, the plan's
+// Phases 1-3 of the shared-memory path and its output, block-wide (split parts, and unsplit tiles whose group is
+// not 2, 4 or 8: attn_smem_attend_whole), once q (f32) and K/V rows [0, pi] of (row b, the plan's
 // kv head) are in the plan's shared memory and a barrier has published them. Head dims per lane in the weighted
 // sum of V: D (head_dim = 32 D); q heads per pass: G (a divisor of the group, <= 8: register arrays). Everything
 // shape-like is a compile-time constant, so there are no divisions and no guards per head; every phase reads
@@ -233,7 +240,7 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
       float kv[2][N];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        if (t[h] < steps) load_vec(ks + t[h] * HD + gl * N, kv[h]);
+        if (t[h] < steps) load_vec(ks + t[h] * HD + attn_k_unit(t[h], gl) * N, kv[h]);
         else
 #pragma unroll
           for (int k = 0; k < N; ++k) kv[h][k] = 0.0f;
@@ -318,11 +325,148 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
   }
 }
 
+// Phases 1-3 and the output for a tile of exactly G q heads per kv head (G = 2, 4 or 8; attn_smem_attend_whole),
+// warp by warp. Warp w takes timesteps [w * 16, w * 16 + 16) of every 128, two lanes per timestep and all G heads
+// per lane (each lane half a K row: the rows are read once; attn_k_unit and the halves' rotation below keep a
+// quarter warp's eight loads on distinct banks). The warp computes its timesteps' scores (one shuffle per head),
+// their max per head (the warp's), exp(score - max) in place, and its part of the weighted sum of V (lane l dims
+// [l*D, l*D + D)) with the exp-sum beside it; after the one barrier each output adds the 8 warps' parts rescaled to
+// their common max, in warp order (deterministic). attn_smem_attend's block-wide phases take three barriers and a
+// shuffle tree per timestep and head: ~3 us of a ~4.5 us task on the critical path of every layer (round 31).
+// The warp's max and exp-sum per head go to its first two score slots (its own: 2 * 16 * 8 <= cap, checked by
+// the caller).
+template <typename T, int D, int G>
+__device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi) {
+  constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, UL = UNITS / 2;  // units per lane
+  constexpr int TPW = WEFT_WARP_THREADS / 2, PASS = TPW * WEFT_BLOCK_WARPS;  // timesteps per warp, per block pass
+  static_assert(G >= 2 && G <= 8 && N == 8 && (UL == 4 || UL == 8), "16-bit rows of 64 or 128");
+  attn_smem_assume_shared(s);
+  const int steps = pi + 1, half = lane() & 1, tl = lane() >> 1, w0 = warp() * TPW;
+  const T* ks = reinterpret_cast<const T*>(s.k);
+  const float scale = io.scale;
+  // 1. Scores: lane (tl, half) takes units half * UL + ((i + 4 * half) mod UL) of row t, i < UL; the rotation
+  // puts the two halves of a quarter warp's four rows on different banks where a row spans two bank rows (UL 8).
+  float mx[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) mx[g] = neg_inf();
+  for (int t0 = w0; t0 < steps; t0 += PASS) {  // uniform per warp
+    const int t = t0 + tl, r = t < steps ? t : pi;  // a lane past the end reads a real row and keeps nothing
+    float acc[G][2];
+#pragma unroll
+    for (int g = 0; g < G; ++g) acc[g][0] = acc[g][1] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < UL; ++i) {
+      const int u = half * UL + ((i + 4 * half) & (UL - 1));
+      float kv[N];
+      load_vec(ks + r * HD + attn_k_unit(r, u) * N, kv);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float4 qa = *reinterpret_cast<const float4*>(s.q + g * HD + u * N);
+        const float4 qb = *reinterpret_cast<const float4*>(s.q + g * HD + u * N + 4);
+        const float qv[N] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc[g][k & 1] = fmaf(qv[k], kv[k], acc[g][k & 1]);
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float v = acc[g][0] + acc[g][1];
+      v += __shfl_xor_sync(WEFT_FULL_MASK, v, 1);
+      v = __fmul_rn(scale, v);
+      if (t < steps) {
+        if (half == 0) s.score[g * s.cap + t] = v;
+        mx[g] = nan_max(mx[g], v);
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) mx[g] = warp_max(mx[g]);
+  // 2. exp(score - the warp's max), in place, by the lanes that wrote them.
+  for (int t = w0 + tl; t < steps; t += PASS)
+    if (half == 0)
+#pragma unroll
+      for (int g = 0; g < G; ++g) s.score[g * s.cap + t] = expf(s.score[g * s.cap + t] - mx[g]);
+  __syncwarp();  // the weights are visible to the warp
+  // 3. The warp's part of the weighted sum of V, and of the exp-sums.
+  float acc[G][D], sum[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    sum[g] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < D; ++k) acc[g][k] = 0.0f;
+  }
+  const T* vs = reinterpret_cast<const T*>(s.v) + lane() * D;
+  for (int t0 = w0; t0 < steps; t0 += PASS) {  // uniform per warp
+    const int n = steps - t0 < TPW ? steps - t0 : TPW;
+#pragma unroll 4
+    for (int j = 0; j < n; ++j) {
+      const int t = t0 + j;
+      float v[D];
+      load_elems<T, D>(vs + t * HD, v);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float p = s.score[g * s.cap + t];
+        sum[g] += p;
+#pragma unroll
+        for (int k = 0; k < D; ++k) acc[g][k] = fmaf(p, v[k], acc[g][k]);
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g)
+#pragma unroll
+    for (int k = 0; k < D; ++k) s.part[(warp() * G + g) * HD + lane() * D + k] = acc[g][k];
+  __syncwarp();  // every lane has read the weights before lane 0 overwrites the first two
+  if (lane() < G) {  // a warp without timesteps: max -inf, sum 0
+    float m = mx[0], l = sum[0];
+#pragma unroll
+    for (int g = 1; g < G; ++g)
+      if (lane() == g) {
+        m = mx[g];
+        l = sum[g];
+      }
+    s.score[lane() * s.cap + w0] = m;
+    s.score[lane() * s.cap + w0 + 1] = l;
+  }
+  __syncthreads();
+  // 4. Each output from the 8 warps' parts of its head at their common max; a warp without timesteps weighs 0.
+  T* o = io.o + (b * io.hkv + s.kvh) * G * HD;
+  for (int i = tid(); i < G * HD; i += WEFT_BLOCK_THREADS) {
+    const int g = i / HD, d = i - g * HD;
+    const float* st = s.score + g * s.cap;
+    float m = neg_inf();
+#pragma unroll
+    for (int w = 0; w < WEFT_BLOCK_WARPS; ++w) m = nan_max(m, st[w * TPW]);
+    float num = 0.0f, den = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WEFT_BLOCK_WARPS; ++w) {
+      const float f = expf(st[w * TPW] - m);
+      num = fmaf(f, s.part[(w * G + g) * HD + d], num);
+      den = fmaf(f, st[w * TPW + 1], den);
+    }
+    o[i] = from_f<T>(num / den);
+  }
+}
+
+// The phases of an unsplit tile: warp by warp where the group is the instance's G (2, 4 or 8), else (and under
+// WEFT_TUNE_ATTN_BLOCK_PHASES, for measurements) block-wide.
+template <typename T, int D, int G>
+__device__ __forceinline__ void attn_smem_attend_whole(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi,
+                                                       bool block_phases) {
+  if constexpr (G >= 2) {
+    if (s.group == G && s.cap >= WEFT_BLOCK_WARPS * WEFT_WARP_THREADS / 2 && !block_phases) {
+      attn_smem_attend_warps<T, D, G>(io, s, b, pi);
+      return;
+    }
+  }
+  attn_smem_attend<T, D, G>(io, s, b, pi);
+}
+
 // After the wait, for attention_decode (q, k_new and v_new in tensors): phase 0 — q, k_new and v_new, one
-// 16-byte load per thread, all in flight at once; row p into the caches and smem — then attn_smem_attend.
+// 16-byte load per thread, all in flight at once; row p into the caches and smem — then attn_smem_attend_whole.
 template <typename T, int D, int G>
 __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, const AttnIo<T>& io, char* smem,
-                                                 const AttnSmemPlan& s) {
+                                                 const AttnSmemPlan& s, bool block_phases) {
   constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N;
   attn_smem_assume_shared(s);
   const int group = s.group;
@@ -356,12 +500,13 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
       const bool is_k = e < qu + UNITS;
       const int u = is_k ? e - qu : e - qu - UNITS;
       *reinterpret_cast<uint4*>((is_k ? kc : vc) + base + p * row_kv + u * N) = raw;
-      *reinterpret_cast<uint4*>((is_k ? s.k : s.v) + (pi * HD + u * N) * static_cast<int>(sizeof(T))) = raw;
+      *reinterpret_cast<uint4*>((is_k ? s.k : s.v) + (pi * HD + (is_k ? attn_k_unit(pi, u) : u) * N) *
+                                                          static_cast<int>(sizeof(T))) = raw;
     }
   }
   cp_async_wait<0>();
   __syncthreads();
-  attn_smem_attend<T, D, G>(io, s, b, pi);
+  attn_smem_attend_whole<T, D, G>(io, s, b, pi, block_phases);
   return true;
 }
 
@@ -403,7 +548,7 @@ __device__ __noinline__ bool attention_smem_fast_instance(const weft_task_args* 
   const AttnIo<T> io = attn_io_plain<T>(a, env);
   const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
   if (!s.ok || s.hd != 32 * D || s.group % G != 0) return false;
-  return attention_smem_fast<T, D, G>(a, io, smem, s);
+  return attention_smem_fast<T, D, G>(a, io, smem, s, (env->tuning & WEFT_TUNE_ATTN_BLOCK_PHASES) != 0);
 }
 struct AttnSmemFastInstance {
   template <typename T, int D, int G>

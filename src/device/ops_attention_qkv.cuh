@@ -243,7 +243,7 @@ template <typename T, int D, int G, bool SPLIT = false, bool TABLE = false>
 __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, const QkvStage<T>& st, const AttnIo<T>& io,
                                                    const AttnSmemPlan& s, char* smem, const T* qkv, const T* wq,
                                                    const T* wk, const AttnSplit& sp = AttnSplit{}, int whole_cap = 0,
-                                                   const float* rope = nullptr) {
+                                                   const float* rope = nullptr, bool block_phases = false) {
   static_assert(!(SPLIT && TABLE), "split parts build their table");
   constexpr int HD = 32 * D;
   attn_smem_assume_shared(s);
@@ -345,10 +345,12 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
       const bool is_k = h == group;
       T* cache = (is_k ? io.kc : io.vc) + base + p * row_kv;
       T* row = reinterpret_cast<T*>(is_k ? s.k : s.v) + own * HD;
+      constexpr int N = Vec<T>::N;
 #pragma unroll
       for (int k = 0; k < D; ++k) {
-        cache[lane() + 32 * k] = out[k];
-        row[lane() + 32 * k] = out[k];
+        const int e = lane() + 32 * k;  // K's units permuted (attn_k_unit)
+        cache[e] = out[k];
+        row[is_k ? attn_k_unit(own, e / N) * N + e % N : e] = out[k];
       }
     }
   }
@@ -358,7 +360,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
     if (r.steps > 0) attn_smem_attend<T, D, G, true>(io, s, b, r.steps - 1, sp.block + sp.part * (2 * group * HD));
     attn_split_merge<T, HD>(io, sp, r, group, kvh, b, pi);
   } else {
-    attn_smem_attend<T, D, G>(io, s, b, pi);
+    attn_smem_attend_whole<T, D, G>(io, s, b, pi, block_phases);
   }
   return true;
 }
@@ -378,11 +380,13 @@ __device__ __noinline__ bool attention_qkv_smem_instance(const weft_task_args* a
     p = qkv_plan<T>(a, env, smem, st, attn_io_qkv<T>(a, env, st));
   }
   if (!p.s.ok || p.s.hd != 32 * D || p.s.group % G != 0) return false;
+  const bool block_phases = (env->tuning & WEFT_TUNE_ATTN_BLOCK_PHASES) != 0;
   if constexpr (TABLE)
     return attention_qkv_smem<T, D, G, false, true>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk, AttnSplit{}, 0,
-                                                    qkv_rope_row(a, env));
+                                                    qkv_rope_row(a, env), block_phases);
   else
-    return attention_qkv_smem<T, D, G>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk);
+    return attention_qkv_smem<T, D, G>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk, AttnSplit{}, 0, nullptr,
+                                       block_phases);
 }
 struct AttnQkvSmemInstance {
   template <typename T, int D, int G>
