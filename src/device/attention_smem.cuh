@@ -199,8 +199,8 @@ __device__ __forceinline__ void attn_smem_assume_shared(const AttnSmemPlan& s) {
   __builtin_assume(__isShared(s.score));
 }
 
-// Phases 1-3 of the shared-memory path and its output, block-wide (split parts, and unsplit tiles whose group is
-// not 2, 4 or 8: attn_smem_attend_whole), once q (f32) and K/V rows [0, pi] of (row b, the plan's
+// Phases 1-3 of the shared-memory path and its output, block-wide (tiles whose group is not 2, 4 or 8:
+// attn_smem_attend_any), once q (f32) and K/V rows [0, pi] of (row b, the plan's
 // kv head) are in the plan's shared memory and a barrier has published them. Head dims per lane in the weighted
 // sum of V: D (head_dim = 32 D); q heads per pass: G (a divisor of the group, <= 8: register arrays). Everything
 // shape-like is a compile-time constant, so there are no divisions and no guards per head; every phase reads
@@ -325,18 +325,19 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
   }
 }
 
-// Phases 1-3 and the output for a tile of exactly G q heads per kv head (G = 2, 4 or 8; attn_smem_attend_whole),
+// Phases 1-3 and the output for a tile of exactly G q heads per kv head (G = 2, 4 or 8; attn_smem_attend_any),
 // warp by warp. Warp w takes timesteps [w * 16, w * 16 + 16) of every 128, two lanes per timestep and all G heads
 // per lane (each lane half a K row: the rows are read once; attn_k_unit and the halves' rotation below keep a
 // quarter warp's eight loads on distinct banks). The warp computes its timesteps' scores (one shuffle per head),
 // their max per head (the warp's), exp(score - max) in place, and its part of the weighted sum of V (lane l dims
 // [l*D, l*D + D)) with the exp-sum beside it; after the one barrier each output adds the 8 warps' parts rescaled to
-// their common max, in warp order (deterministic). attn_smem_attend's block-wide phases take three barriers and a
+// their common max, in warp order (deterministic). SPLIT: as attn_smem_attend's (the part's entry). attn_smem_attend's block-wide phases take three barriers and a
 // shuffle tree per timestep and head: ~3 us of a ~4.5 us task on the critical path of every layer (round 31).
 // The warp's max and exp-sum per head go to its first two score slots (its own: 2 * 16 * 8 <= cap, checked by
 // the caller).
-template <typename T, int D, int G>
-__device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi) {
+template <typename T, int D, int G, bool SPLIT = false>
+__device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi,
+                                                       float* entry = nullptr) {
   constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, UL = UNITS / 2;  // units per lane
   constexpr int TPW = WEFT_WARP_THREADS / 2, PASS = TPW * WEFT_BLOCK_WARPS;  // timesteps per warp, per block pass
   static_assert(G >= 2 && G <= 8 && N == 8 && (UL == 4 || UL == 8), "16-bit rows of 64 or 128");
@@ -444,26 +445,34 @@ __device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, cons
       num = fmaf(f, s.part[(w * G + g) * HD + d], num);
       den = fmaf(f, st[w * TPW + 1], den);
     }
-    o[i] = from_f<T>(num / den);
+    if constexpr (SPLIT) {
+      entry[i] = num / den;
+      if (d == 0) {
+        entry[G * HD + g] = m;
+        entry[G * HD + G + g] = den;
+      }
+    } else {
+      o[i] = from_f<T>(num / den);
+    }
   }
 }
 
-// The phases of an unsplit tile: warp by warp where the group is the instance's G (2, 4 or 8), else (and under
+// The phases of a tile or split part: warp by warp where the group is the instance's G (2, 4 or 8), else (and under
 // WEFT_TUNE_ATTN_BLOCK_PHASES, for measurements) block-wide.
-template <typename T, int D, int G>
-__device__ __forceinline__ void attn_smem_attend_whole(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi,
-                                                       bool block_phases) {
+template <typename T, int D, int G, bool SPLIT = false>
+__device__ __forceinline__ void attn_smem_attend_any(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi,
+                                                     bool block_phases, float* entry = nullptr) {
   if constexpr (G >= 2) {
     if (s.group == G && s.cap >= WEFT_BLOCK_WARPS * WEFT_WARP_THREADS / 2 && !block_phases) {
-      attn_smem_attend_warps<T, D, G>(io, s, b, pi);
+      attn_smem_attend_warps<T, D, G, SPLIT>(io, s, b, pi, entry);
       return;
     }
   }
-  attn_smem_attend<T, D, G>(io, s, b, pi);
+  attn_smem_attend<T, D, G, SPLIT>(io, s, b, pi, entry);
 }
 
 // After the wait, for attention_decode (q, k_new and v_new in tensors): phase 0 — q, k_new and v_new, one
-// 16-byte load per thread, all in flight at once; row p into the caches and smem — then attn_smem_attend_whole.
+// 16-byte load per thread, all in flight at once; row p into the caches and smem — then attn_smem_attend_any.
 template <typename T, int D, int G>
 __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, const AttnIo<T>& io, char* smem,
                                                  const AttnSmemPlan& s, bool block_phases) {
@@ -506,7 +515,7 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   }
   cp_async_wait<0>();
   __syncthreads();
-  attn_smem_attend_whole<T, D, G>(io, s, b, pi, block_phases);
+  attn_smem_attend_any<T, D, G>(io, s, b, pi, block_phases);
   return true;
 }
 

@@ -357,10 +357,11 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   cp_async_wait<0>();
   __syncthreads();
   if constexpr (SPLIT) {
-    if (r.steps > 0) attn_smem_attend<T, D, G, true>(io, s, b, r.steps - 1, sp.block + sp.part * (2 * group * HD));
+    if (r.steps > 0)
+      attn_smem_attend_any<T, D, G, true>(io, s, b, r.steps - 1, block_phases, sp.block + sp.part * (2 * group * HD));
     attn_split_merge<T, HD>(io, sp, r, group, kvh, b, pi);
   } else {
-    attn_smem_attend_whole<T, D, G>(io, s, b, pi, block_phases);
+    attn_smem_attend_any<T, D, G>(io, s, b, pi, block_phases);
   }
   return true;
 }
@@ -410,7 +411,8 @@ __device__ __noinline__ bool attention_qkv_split_instance(const weft_task_args* 
   AttnSplit sp;
   if (!s.ok || s.hd != 32 * D || s.group % G != 0 || !attn_split_of(a, sp) || sp.parts < 2) return false;
   return attention_qkv_smem<T, D, G, true>(a, st, io, s, smem, qkv_row<T>(a, env, io), in_ptr<T>(a, env, 4),
-                                           in_ptr<T>(a, env, 5), sp, attn_smem_plan<T>(a, io, smem).cap);
+                                           in_ptr<T>(a, env, 5), sp, attn_smem_plan<T>(a, io, smem).cap, nullptr,
+                                           (env->tuning & WEFT_TUNE_ATTN_BLOCK_PHASES) != 0);
 }
 struct AttnQkvSplitInstance {
   template <typename T, int D, int G>
