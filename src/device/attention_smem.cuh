@@ -331,10 +331,11 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
 // quarter warp's eight loads on distinct banks). The warp computes its timesteps' scores (one shuffle per head),
 // their max per head (the warp's), exp(score - max) in place, and its part of the weighted sum of V (lane l dims
 // [l*D, l*D + D)) with the exp-sum beside it; after the one barrier each output adds the 8 warps' parts rescaled to
-// their common max, in warp order (deterministic). SPLIT: as attn_smem_attend's (the part's entry). attn_smem_attend's block-wide phases take three barriers and a
-// shuffle tree per timestep and head: ~3 us of a ~4.5 us task on the critical path of every layer (round 31).
-// The warp's max and exp-sum per head go to its first two score slots (its own: 2 * 16 * 8 <= cap, checked by
-// the caller).
+// their common max, in warp order (deterministic). SPLIT: a part writes its entry as attn_smem_attend's does.
+// attn_smem_attend's block-wide phases take three barriers and a shuffle tree per timestep and head (round 31: ~3 us
+// of a ~4.5 us task on the critical path of every layer); these, Qwen3-0.6B 2.2-2.7% per token (docs/perf.md round
+// 39). The warp's max and exp-sum per head go to its first two score slots, its own (16 * 8 <= cap, checked by the
+// caller).
 template <typename T, int D, int G, bool SPLIT = false>
 __device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi,
                                                        float* entry = nullptr) {

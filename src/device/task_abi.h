@@ -92,7 +92,7 @@ struct weft_env {
 #define WEFT_TUNE_LATE_PREFETCH 1u  // request a task's unguarded reads (prefetch_op) after its wait
 #define WEFT_TUNE_SLOW_POLL 2u     // back off up to 2 us between polls of an event (default 256 ns)
 #define WEFT_TUNE_FAST_POLL 4u     // back off up to 32 ns
-#define WEFT_TUNE_ATTN_BLOCK_PHASES 8u  // attention's unsplit shared-memory tiles attend block-wide (the former phases)
+#define WEFT_TUNE_ATTN_BLOCK_PHASES 8u  // attention's shared-memory tiles and split parts attend block-wide (as before)
 // Never set: allocation-ticket builds of the device library (WEFT_DEVLIB_TICKET, task_loop.cuh) branch on it to
 // stores that must not run.
 #define WEFT_TUNE_TICKET_NEVER (1u << 30)
