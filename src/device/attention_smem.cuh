@@ -465,6 +465,10 @@ __device__ __forceinline__ void attn_smem_attend_any(const AttnIo<T>& io, const 
                                                      bool block_phases, float* entry = nullptr) {
   if constexpr (G >= 2) {
     if (s.group == G && s.cap >= WEFT_BLOCK_WARPS * WEFT_WARP_THREADS / 2 && !block_phases) {
+      // A PTX comment, no instruction: tests/device/check_attention_ptx.sh looks for it in every unsplit instance of
+      // groups 2, 4 and 8, so that CI (no GPU) notices if NVVM drops this path as it once dropped another (round
+      // 23). Not in the split parts: there it moved ptxas's schedule of the G = 2 instances (their SASS is unchanged).
+      if constexpr (!SPLIT) asm volatile("// weft: attn_smem_attend_warps");
       attn_smem_attend_warps<T, D, G, SPLIT>(io, s, b, pi, entry);
       return;
     }
