@@ -3,6 +3,8 @@
 
 For each model shape and batch, in one run on one device:
   weft step    weft_generate --mode step: one megakernel launch per token; its median CUDA-event step time
+  weft resid.  weft_generate --mode resident: all steps in one launch that hands each token to the host and
+               waits for its answer (a streaming caller's view); launch time / steps
   weft loop    weft_generate --mode loop: all steps in one launch; launch time / steps
   HF eager     transformers forward with a DynamicCache, a manual greedy loop, CUDA events around each step
   compile      torch.compile(model.forward, mode="reduce-overhead", fullgraph=True) with a StaticCache
@@ -378,10 +380,12 @@ def derive(r):
     """Floor fraction and speedups, from whatever phases produced numbers."""
     g = lambda k: (r.get(k) or {}).get("per_token_ms_median")
     step, loop, eager, comp = g("weft_step"), g("weft_loop"), g("hf_eager"), g("torch_compile")
+    resident = g("weft_resident")
     floor = r.get("floor_ms")
-    best = min([v for v in (step, loop) if v], default=None)
+    best = min([v for v in (step, resident, loop) if v], default=None)
     r["weft_best_ms"] = best
     r["floor_fraction_step"] = floor / step if floor and step else None
+    r["floor_fraction_resident"] = floor / resident if floor and resident else None
     r["floor_fraction_loop"] = floor / loop if floor and loop else None
     r["floor_fraction_best"] = floor / best if floor and best else None
     r["speedup_vs_compile"] = comp / best if comp and best else None
@@ -389,16 +393,17 @@ def derive(r):
 
 
 def print_table(results):
-    hdr = ["model", "B", "weft step ms", "weft loop ms", "HF eager ms", "compile ms", "floor ms",
-           "% floor step", "% floor loop", "x compile", f"tokens={MATCH_STEPS}"]
+    hdr = ["model", "B", "weft step ms", "weft resident ms", "weft loop ms", "HF eager ms", "compile ms", "floor ms",
+           "% floor step", "% floor resident", "% floor loop", "x compile", f"tokens={MATCH_STEPS}"]
     rows = []
     for r in results:
         g = lambda k: (r.get(k) or {}).get("per_token_ms_median")
         pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"
         m = r.get("token_match")
-        rows.append([r["model"], str(r["batch"]), fmt_ms(g("weft_step")), fmt_ms(g("weft_loop")),
-                     fmt_ms(g("hf_eager")), fmt_ms(g("torch_compile")), fmt_ms(r.get("floor_ms")),
-                     pct(r.get("floor_fraction_step")), pct(r.get("floor_fraction_loop")),
+        rows.append([r["model"], str(r["batch"]), fmt_ms(g("weft_step")), fmt_ms(g("weft_resident")),
+                     fmt_ms(g("weft_loop")), fmt_ms(g("hf_eager")), fmt_ms(g("torch_compile")), fmt_ms(r.get("floor_ms")),
+                     pct(r.get("floor_fraction_step")), pct(r.get("floor_fraction_resident")),
+                     pct(r.get("floor_fraction_loop")),
                      "-" if r.get("speedup_vs_compile") is None else f"{r['speedup_vs_compile']:.2f}x",
                      f"{m['matched']}/{m['compared']}" if m else "-"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(hdr)]
@@ -591,7 +596,7 @@ def main():
                 break
             b = r["batch"]
             with tempfile.TemporaryDirectory() as tmp:
-                for mode in ("step", "loop"):
+                for mode in ("step", "resident", "loop"):
                     try:
                         log(f"[{label}] weft --mode {mode} B={b}")
                         w = run_weft(args, model_dir, prompts[b], args.steps, mode, tmp)

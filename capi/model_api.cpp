@@ -1,4 +1,5 @@
 // C API: Hugging Face models and greedy generation.
+#include <cstddef>
 #include <cstdio>
 #include <mutex>
 
@@ -114,7 +115,9 @@ weft_status weft_model_generate(weft_model* model, const weft_generate_request* 
     weft_model* m = live_model(model);
     if (!request) invalid("'request' is NULL; expected a weft_generate_request");
     const auto q = read_options(request, "weft_generate_request");
-    if (report && report->struct_size < sizeof(weft_generate_report))
+    // Reports of callers built before steps_done end at decode_ms.
+    constexpr size_t kReportV1 = offsetof(weft_generate_report, decode_ms) + sizeof(double);
+    if (report && report->struct_size < kReportV1)
       invalid("report->struct_size is " + std::to_string(report->struct_size) + "; expected sizeof(weft_generate_report)");
     check_request_sizes(*m->model, q.batch, q.prompt_len, q.steps);  // before reading the caller's arrays
     if (!q.prompt_ids) invalid("prompt_ids is NULL; expected batch * prompt_len ids");
@@ -127,14 +130,24 @@ weft_status weft_model_generate(weft_model* model, const weft_generate_request* 
     if (q.forced_ids) r.forced.assign(q.forced_ids, q.forced_ids + static_cast<int64_t>(q.batch) * q.steps);
     r.multi_step = q.multi_step != 0;
     r.logits = q.out_logits;
+    if (q.on_step) {
+      auto* fn = q.on_step;
+      void* user = q.on_step_user;
+      r.on_step = [fn, user](int64_t step, const int32_t* tokens, int64_t batch) {
+        return fn(user, static_cast<int32_t>(step), tokens, static_cast<int32_t>(batch)) == 0;
+      };
+    }
     std::lock_guard lock(m->mutex);
     const GenerateResult out = m->generator->generate(r);
     std::copy(out.tokens.begin(), out.tokens.end(), q.out_tokens);
     if (q.out_step_ms)
-      for (size_t j = 0; j < out.step_ms.size(); ++j) q.out_step_ms[j] = static_cast<float>(out.step_ms[j]);
+      for (size_t j = 0; j < static_cast<size_t>(q.steps); ++j)
+        q.out_step_ms[j] = j < out.step_ms.size() ? static_cast<float>(out.step_ms[j]) : 0.0f;
     if (report) {
       report->prefill_ms = out.prefill_ms;
       report->decode_ms = out.decode_ms;
+      if (report->struct_size >= offsetof(weft_generate_report, steps_done) + sizeof(int32_t))
+        report->steps_done = static_cast<int32_t>(out.steps_done);
     }
   });
 }

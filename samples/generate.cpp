@@ -1,6 +1,6 @@
 // Greedy generation from a Hugging Face Llama / Qwen3 folder through weft's C API:
 //
-//   weft_generate MODEL_DIR --prompt-ids 1,2,3[;4,5,6...] --steps 64 [--mode step|loop]
+//   weft_generate MODEL_DIR --prompt-ids 1,2,3[;4,5,6...] --steps 64 [--mode step|loop|resident]
 //                 [--backend auto|gpu|reference] [--force-ids a,b,..[;...]] [--logits-out FILE] [--json FILE]
 //                 [--max-seq N] [--max-batch N]
 //
@@ -10,6 +10,7 @@
 #include <weft/weft.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
     else if (flag == "--max-batch") max_batch = parse_count(value, "--max-batch");
     else die("unknown option " + flag);
   }
-  if (mode != "step" && mode != "loop") die("--mode is '" + mode + "'; expected step or loop");
+  if (mode != "step" && mode != "loop" && mode != "resident") die("--mode is '" + mode + "'; expected step, loop or resident");
   const auto prompts = parse_rows(prompt_text, "--prompt-ids");
   const auto batch = static_cast<int32_t>(prompts.size());
   const auto prompt_len = static_cast<int32_t>(prompts[0].size());
@@ -143,7 +144,18 @@ int main(int argc, char** argv) {
   rq.steps = steps;
   rq.prompt_ids = prompt_ids.data();
   rq.forced_ids = forced.empty() ? nullptr : forced.data();
-  rq.multi_step = mode == "loop";
+  rq.multi_step = mode != "step";
+  // Resident mode: the host sees each step's tokens as the kernel finishes it (a streaming caller's view); the
+  // gaps between their arrivals are the per-token latency such a caller gets.
+  std::vector<std::chrono::steady_clock::time_point> arrivals;
+  if (mode == "resident") {
+    arrivals.reserve(static_cast<size_t>(steps));
+    rq.on_step = [](void* user, int32_t, const int32_t*, int32_t) -> int32_t {
+      static_cast<std::vector<std::chrono::steady_clock::time_point>*>(user)->push_back(std::chrono::steady_clock::now());
+      return 0;
+    };
+    rq.on_step_user = &arrivals;
+  }
   rq.out_tokens = tokens.data();
   rq.out_logits = logits.empty() ? nullptr : logits.data();
   rq.out_step_ms = step_ms.data();
@@ -159,10 +171,19 @@ int main(int argc, char** argv) {
   const double median = percentile(step_ms, 0.5);
   std::printf("prefill: %d positions in %.3f ms\n", prompt_len - 1, rep.prefill_ms);
   std::printf("per-token latency (%s, %s): median %.4f ms, p10 %.4f ms, p90 %.4f ms over %d steps; %.1f tokens/s per row\n",
-              info.backend != WEFT_BACKEND_GPU ? "step by step" : mode == "loop" ? "multi-step, one launch" : "one launch per step",
+              info.backend != WEFT_BACKEND_GPU ? "step by step" : mode == "loop" ? "multi-step, one launch"
+                                                 : mode == "resident" ? "resident, the host answering every step" : "one launch per step",
               info.backend == WEFT_BACKEND_GPU ? "GPU" : "CPU reference",
               median, percentile(step_ms, 0.1), percentile(step_ms, 0.9), steps, 1000.0 / median);
 
+  if (arrivals.size() > 2) {
+    // The last step's tokens are handed over after the kernel's end, so its gap is left out.
+    std::vector<float> gaps;
+    for (size_t j = 1; j + 1 < arrivals.size(); ++j)
+      gaps.push_back(std::chrono::duration<float, std::milli>(arrivals[j] - arrivals[j - 1]).count());
+    std::printf("gap between tokens as the host received them: median %.4f ms, p10 %.4f ms, p90 %.4f ms\n", percentile(gaps, 0.5),
+                percentile(gaps, 0.1), percentile(gaps, 0.9));
+  }
   if (!logits_path.empty()) {
     std::ofstream f(logits_path, std::ios::binary);
     f.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));

@@ -557,6 +557,9 @@ WEFT_API weft_status weft_model_get_info(const weft_model* model, weft_model_inf
  * (may be NULL). Errors: INVALID_ARGUMENT (batch outside 1..max_batch), COMPILE, CACHE, CUDA. */
 WEFT_API weft_status weft_model_compile(weft_model* model, int32_t batch, weft_compile_report* report);
 
+/* weft_generate_request.on_step: called after each generation step with its tokens[batch]; see there. */
+typedef int32_t (*weft_step_fn)(void* on_step_user, int32_t step, const int32_t* tokens, int32_t batch);
+
 typedef struct weft_generate_request {
   size_t struct_size;          /* sizeof(weft_generate_request) */
   int32_t batch;               /* rows, 1..max_batch */
@@ -566,17 +569,29 @@ typedef struct weft_generate_request {
   const int32_t* forced_ids;   /* NULL, or [batch][steps]: step j >= 1 consumes forced_ids[b][j-1] instead of the
                                   previous argmax (teacher forcing); the last column is not used */
   int32_t multi_step;          /* nonzero: every generation step in one kernel launch, each argmax fed back on the
-                                  device (not with forced_ids or out_logits); zero: one launch per step */
-  int32_t* out_tokens;         /* [batch][steps], written: the argmax of each step */
+                                  device; with on_step or forced_ids the kernel stays resident and waits at every
+                                  step for the host (a round trip of a few us instead of a launch; not with
+                                  out_logits); zero: one launch per step */
+  int32_t* out_tokens;         /* [batch][steps], written: the argmax of each step; -1 past the steps run */
   float* out_logits;           /* NULL, or [steps][batch][vocab] written: each step's logits widened to f32 */
   float* out_step_ms;          /* NULL, or [steps] written: per-step latency in ms (GPU: CUDA events; multi-step:
-                                  the launch's time divided by steps) */
+                                  the launch's time divided by the steps run) */
+  /* NULL, or called on the calling thread after every generation step, in order, with the step's argmax
+     (tokens[batch], valid during the call) and on_step_user: return 0 to go on, nonzero to stop after this
+     step (report->steps_done says how many ran). In step mode each call waits for its step's launch; with
+     multi_step the kernel waits for the call to return, which must come within the model's watchdog time
+     (weft_model_options.watchdog_ms) or the run fails with WEFT_ERROR_DEADLOCK. It must not call weft_model_*
+     functions on the same model. */
+  weft_step_fn on_step;
+  void* on_step_user;
 } weft_generate_request;
 
 typedef struct weft_generate_report {
   size_t struct_size;  /* set by the caller to sizeof(weft_generate_report) */
   double prefill_ms;   /* the prompt minus its last token, one step per position */
-  double decode_ms;    /* all generation steps */
+  double decode_ms;    /* all generation steps run */
+  int32_t steps_done;  /* steps run: `steps`, or fewer when on_step stopped early (written when struct_size
+                          covers it: callers built against older headers get the fields above) */
 } weft_generate_report;
 
 /* Greedy generation: prefills each row's prompt (the KV cache starts empty every call), then generates `steps`

@@ -27,6 +27,8 @@
 #define WEFT_DEV_ERR_POSITION 2u  // an attention position outside [0, S)
 #define WEFT_DEV_ERR_DEADLOCK 3u  // the watchdog stopped a wait
 #define WEFT_DEV_ERR_BAD_TASK 4u  // a task names an op the kernel was not generated for (error_info: [1]=op)
+// error_info[1] of a WEFT_DEV_ERR_DEADLOCK raised at a resident loop's gate (the host did not answer in time).
+#define WEFT_DEV_WAIT_HOST 0xfffffffeu
 
 // Arguments of one task. The meaning of d[], f[] and i[] is fixed per op and written next to each device
 // function in the device library (src/device/ops_*.cuh) and where lowering fills them (src/lower).
@@ -104,6 +106,16 @@ struct weft_env {
 // tokens[0] and fills counters[s][i] = counter_src[i] + s; a grid barrier (all blocks arrive at *barrier)
 // precedes every step, so a step starts only when every block has finished the one before (the arena and the
 // KV cache are reused across steps). steps == 0: one pass over the launch-parameter slot table.
+//
+// Resident mode (gate_host non-null): at every boundary between steps the kernel also hands the host the step's
+// feedback output and waits for its answer before going on (loop_gate.cuh), so that a caller who must see each
+// token (streaming, stopping at an end token, its own next tokens) still pays one launch per generation, not one
+// per token. gate_host is host-mapped memory: [0] the steps whose output the device has published, [1] the host's
+// answer for that boundary, (step << 2) | WEFT_GATE_*; [4 ..] the published output [feed_n], which the host may
+// rewrite (WEFT_GATE_REPLACED) as the next step's input. gate_words (device memory): [0] gate releases, monotonic
+// like the barrier (boundary s of this launch is release gate_base + s), [1] 1 when the host asked to stop.
+#define WEFT_GATE_REPLACED 1u  // the host rewrote the published output: it is the next step's input
+#define WEFT_GATE_STOP 2u      // the host asked to stop: the kernel ends before the next step
 struct weft_loop {
   void* const* step_slots;  // [steps][num_slots] device pointers
   int steps;
@@ -114,7 +126,9 @@ struct weft_loop {
   int* counters;            // [steps][feed_n]
   unsigned int* barrier;    // grid barrier counter (monotonic, like the events)
   unsigned int barrier_base;  // barriers completed by earlier launches
-  unsigned int pad_;
+  unsigned int gate_base;     // resident mode: gate releases completed by earlier launches
+  unsigned int* gate_host;    // resident mode: host-mapped words (above); null: the steps run on by themselves
+  unsigned int* gate_words;   // resident mode: [0] releases, [1] stop
 };
 
 // What the generated kernel hands the device library's task loop (weft_dev_run_queues), once per launch: its

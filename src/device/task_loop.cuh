@@ -14,6 +14,7 @@
 #define WEFT_DEVICE_TASK_LOOP_CUH
 
 #include "config.cuh"
+#include "loop_gate.cuh"
 #include "sync.cuh"
 #include "trace.cuh"
 
@@ -216,6 +217,7 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
     if (loop.steps > 0) {
       env.task_index = -1;
       if (!grid_barrier(loop, loop.barrier_base + step + 1, q.timeout_cycles, &env)) return;
+      if (loop.gate_host && step > 0 && !loop_gate(loop, step, q.timeout_cycles, &env)) return;
       slots = loop.step_slots + static_cast<size_t>(step) * q.num_slots;
     }
     if (begin == end) continue;

@@ -129,6 +129,7 @@ class DeviceGenerator final : public Generator {
     };
 
     Events ev(r.multi_step ? 3 : steps + 2);
+    size_t done = steps;  // steps run (on_step may stop early)
     check_cu(d.event_record(ev[0], stream_), "cuEventRecord");
     for (size_t t = 0; t + 1 < plen; ++t) {
       bind_step(prompt_rows + t * row, pos_rows_dev + t * row, gen_rows + steps * row);
@@ -145,9 +146,19 @@ class DeviceGenerator final : public Generator {
       loop.feedback_input = id(m.input_ids());
       loop.counter_input = id(m.positions());
       loop.history = gen_rows;
-      program.run_loop(bindings, loop, stream_);
+      if (r.on_step || !r.forced.empty()) {
+        // Resident: the host sees every step's tokens at the step boundary, and forced tokens replace them there.
+        loop.on_pass = [&](int32_t pass, int32_t* values, int32_t) {
+          const bool go_on = !r.on_step || r.on_step(pass, values, r.batch);
+          if (!r.forced.empty())
+            for (size_t b = 0; b < batch; ++b) values[b] = r.forced[b * steps + static_cast<size_t>(pass)];
+          return go_on;
+        };
+      }
+      done = static_cast<size_t>(program.run_loop(bindings, loop, stream_));
       check_cu(d.event_record(ev[2], stream_), "cuEventRecord");
     } else {
+      std::vector<int32_t> step_tokens(r.on_step ? batch : 0);
       for (size_t j = 0; j < steps; ++j) {
         const CUdeviceptr ids = j == 0 ? prompt_rows + (plen - 1) * row : r.forced.empty() ? gen_rows + (j - 1) * row : forced_rows + (j - 1) * row;
         bind_step(ids, pos_rows_dev + (plen - 1 + j) * row, gen_rows + j * row);
@@ -158,6 +169,14 @@ class DeviceGenerator final : public Generator {
           program.synchronize(stream_);
           widen_to_f32(logits_host.data(), m.shape().dtype, r.logits + j * batch * vocab, batch * vocab);
         }
+        if (r.on_step) {
+          check_cu(d.memcpy_dtoh_async(step_tokens.data(), gen_rows + j * row, row, stream_), "cuMemcpyDtoHAsync (step tokens)");
+          program.synchronize(stream_);
+          if (!r.on_step(static_cast<int64_t>(j), step_tokens.data(), r.batch)) {
+            done = j + 1;
+            break;
+          }
+        }
       }
     }
     std::vector<int32_t> gen(steps * batch);
@@ -165,16 +184,17 @@ class DeviceGenerator final : public Generator {
     program.synchronize(stream_);  // also reports a device-side error of any run above
 
     GenerateResult out;
-    out.tokens.resize(batch * steps);
-    for (size_t j = 0; j < steps; ++j)
+    out.steps_done = static_cast<int64_t>(done);
+    out.tokens.assign(batch * steps, -1);
+    for (size_t j = 0; j < done; ++j)
       for (size_t b = 0; b < batch; ++b) out.tokens[b * steps + j] = gen[j * batch + b];
     out.prefill_ms = ev.ms(0, 1);
     if (r.multi_step) {
       out.decode_ms = ev.ms(1, 2);
-      out.step_ms.assign(steps, out.decode_ms / static_cast<double>(steps));
+      out.step_ms.assign(done, out.decode_ms / static_cast<double>(done));
     } else {
-      for (size_t j = 0; j < steps; ++j) out.step_ms.push_back(ev.ms(j + 1, j + 2));
-      out.decode_ms = ev.ms(1, steps + 1);
+      for (size_t j = 0; j < done; ++j) out.step_ms.push_back(ev.ms(j + 1, j + 2));
+      out.decode_ms = ev.ms(1, done + 1);
     }
     return out;
   }

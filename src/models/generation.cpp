@@ -28,8 +28,7 @@ void check_request(const Model& model, const GenerateRequest& r) {
     invalid("prompt has " + std::to_string(r.prompt.size()) + " ids; expected batch * prompt_len = " + std::to_string(r.batch * r.prompt_len));
   if (!r.forced.empty() && r.forced.size() != static_cast<size_t>(r.batch * r.steps))
     invalid("forced has " + std::to_string(r.forced.size()) + " ids; expected batch * steps = " + std::to_string(r.batch * r.steps));
-  if (r.multi_step && (!r.forced.empty() || r.logits))
-    invalid("multi-step generation feeds its own argmax back on the device; forced tokens and per-step logits need step mode");
+  if (r.multi_step && r.logits) invalid("multi-step generation keeps the logits on the device; per-step logits need step mode");
   auto check_ids = [&](const std::vector<int32_t>& ids, int64_t cols, const char* what) {
     for (size_t i = 0; i < ids.size(); ++i)
       if (ids[i] < 0 || ids[i] >= s.vocab)
@@ -93,7 +92,7 @@ class ReferenceGenerator final : public Generator {
     bindings.push_back({m.next_token(), TensorView{next.data(), DType::i32, {r.batch}, {}}});
 
     GenerateResult out;
-    out.tokens.assign(batch * static_cast<size_t>(r.steps), 0);
+    out.tokens.assign(batch * static_cast<size_t>(r.steps), -1);
     const auto start = std::chrono::steady_clock::now();
     for (int64_t t = 0; t + 1 < r.prompt_len; ++t) {
       for (size_t b = 0; b < batch; ++b) {
@@ -119,6 +118,8 @@ class ReferenceGenerator final : public Generator {
       const auto now = std::chrono::steady_clock::now();
       out.step_ms.push_back(ms_between(mark, now));
       mark = now;
+      out.steps_done = j + 1;
+      if (r.on_step && !r.on_step(j, next.data(), r.batch)) break;
     }
     for (double ms : out.step_ms) out.decode_ms += ms;
     return out;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,16 +15,23 @@
 
 namespace weft {
 
+// Called after generation step `step` with its argmax, tokens[batch]; false stops the generation there.
+using StepCallback = std::function<bool(int64_t step, const int32_t* tokens, int64_t batch)>;
+
 struct GenerateRequest {
   int64_t batch = 1, prompt_len = 0, steps = 0;
   std::vector<int32_t> prompt;  // [batch][prompt_len]
   std::vector<int32_t> forced;  // empty, or [batch][steps] (the last column is never consumed)
-  bool multi_step = false;      // all steps in one launch, argmax fed back on the device
+  // All steps in one launch. The argmax is fed back on the device unless the host must see or change each
+  // step's tokens (on_step, forced): then the kernel stays resident and waits for the host at every step.
+  bool multi_step = false;
   float* logits = nullptr;      // optional [steps][batch][vocab], step mode only
+  StepCallback on_step;         // optional, called for every step in order on the calling thread
 };
 
 struct GenerateResult {
-  std::vector<int32_t> tokens;  // [batch][steps]
+  int64_t steps_done = 0;       // steps run: fewer than asked when on_step stopped the generation
+  std::vector<int32_t> tokens;  // [batch][steps], -1 past steps_done
   std::vector<double> step_ms;  // per generation step (multi-step: the launch's time / steps)
   double prefill_ms = 0, decode_ms = 0;
 };

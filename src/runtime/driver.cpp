@@ -76,6 +76,7 @@ Loaded load() {
   resolve(get_proc, "cuMemsetD8Async", a.memset_d8_async, e);
   resolve(get_proc, "cuLaunchKernel", a.launch_kernel, e);
   resolve(get_proc, "cuStreamSynchronize", a.stream_synchronize, e);
+  resolve(get_proc, "cuStreamQuery", a.stream_query, e);
   resolve(get_proc, "cuStreamCreate", a.stream_create, e);
   resolve(get_proc, "cuStreamDestroy", a.stream_destroy, e);
   resolve(get_proc, "cuEventCreate", a.event_create, e);

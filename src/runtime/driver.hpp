@@ -44,6 +44,7 @@ struct DriverApi {
   decltype(&::cuMemsetD8Async) memset_d8_async = nullptr;
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
   decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&::cuStreamQuery) stream_query = nullptr;
   decltype(&::cuStreamCreate) stream_create = nullptr;
   decltype(&::cuStreamDestroy_v2) stream_destroy = nullptr;
   decltype(&::cuEventCreate) event_create = nullptr;

@@ -21,9 +21,10 @@ struct Program::Variant {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   CUdeviceptr tasks = 0, waits = 0, notifies = 0, queue_offsets = 0, queue_tasks = 0, events = 0, arena = 0;
-  size_t events_bytes = 0;  // the event counters, the grid barrier counter of multi-step runs, the scratch words
+  size_t events_bytes = 0;  // the event counters, the grid barrier and gate words of multi-step runs, the scratch words
   unsigned int epoch = 0;
   unsigned int barriers = 0;  // grid barriers completed (multi-step runs)
+  unsigned int gates = 0;     // gate releases completed (resident multi-step runs)
   // Multi-step buffers, grown on demand: tokens [steps + 1][n], counters [steps][n], step slots [steps][slots].
   CUdeviceptr loop_tokens = 0, loop_counters = 0, loop_slots = 0;
   size_t loop_tokens_bytes = 0, loop_counters_bytes = 0, loop_slots_bytes = 0;
@@ -128,6 +129,7 @@ Program::~Program() {
     write_trace();
     for (auto& [values, v] : variants_) free_variant(*v);
     if (error_host_) driver().mem_free_host(error_host_);
+    gate_.release();
   } catch (...) {
     // Destructors never throw; a failing driver at teardown leaves nothing else to do.
   }
@@ -179,9 +181,10 @@ std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& val
           waits[static_cast<size_t>(t.tasks[i].wait_begin)].count = 0x40000000u;
           break;
         }
-    // The event counters, the grid barrier counter, then (16-byte aligned) the scratch words of split tiles
-    // (their tasks get its address, relocate_scratch): all of it zeroed together, here and after an error.
-    const size_t counters = (static_cast<size_t>(t.num_events + 1) * sizeof(unsigned int) + 15) / 16 * 16;
+    // The event counters, the grid barrier counter, the resident loop's gate words (releases, stop), then
+    // (16-byte aligned) the scratch words of split tiles (their tasks get its address, relocate_scratch): all of
+    // it zeroed together, here and after an error.
+    const size_t counters = (static_cast<size_t>(t.num_events + 3) * sizeof(unsigned int) + 15) / 16 * 16;
     v->events_bytes = counters + static_cast<size_t>(t.scratch_words) * sizeof(unsigned int);
     check_cu(d.mem_alloc(&v->events, v->events_bytes), "cuMemAlloc (event counters)");
     check_cu(d.memset_d8(v->events, 0, v->events_bytes), "cuMemsetD8 (event counters)");
@@ -299,9 +302,9 @@ const CompileResult& Program::specialize(const SymbolValues& values) {
 
 void Program::run(std::span<const DeviceBinding> bindings, CUstream stream) { launch(bindings, nullptr, stream); }
 
-void Program::run_loop(std::span<const DeviceBinding> bindings, const LoopRequest& loop, CUstream stream) {
+int32_t Program::run_loop(std::span<const DeviceBinding> bindings, const LoopRequest& loop, CUstream stream) {
   if (loop.steps < 1) invalid("a multi-step run needs steps >= 1; got " + std::to_string(loop.steps));
-  launch(bindings, &loop, stream);
+  return launch(bindings, &loop, stream);
 }
 
 namespace {
@@ -368,7 +371,7 @@ size_t Program::prepare_loop(Variant& v, const std::vector<void*>& slots, const 
   return nb;
 }
 
-void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream) {
+int32_t Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream) {
   std::lock_guard lock(mutex_);
   const auto& tensors = graph_.tensors();
   const BoundTensors bt = bind_tensors(graph_, bindings, "device");
@@ -378,7 +381,7 @@ void Program::launch(std::span<const DeviceBinding> bindings, const LoopRequest*
   std::vector<void*> slots(tensors.size(), nullptr);
   for (size_t i = 0; i < tensors.size(); ++i)
     if (bt.views[i]) slots[i] = bt.views[i]->data;
-  launch_resolved(bt.symbols, compile_values_of(bt.symbols), slots, &bt.views, loop, stream);
+  return launch_resolved(bt.symbols, compile_values_of(bt.symbols), slots, &bt.views, loop, stream);
 }
 
 bool Program::run_planned(const PlanBinding* bindings, int32_t num_bindings, CUstream stream) {
@@ -391,7 +394,7 @@ bool Program::run_planned(const PlanBinding* bindings, int32_t num_bindings, CUs
   return true;
 }
 
-void Program::launch_resolved(const SymbolValues& values, const SymbolValues& compile_values, std::vector<void*>& slots,
+int32_t Program::launch_resolved(const SymbolValues& values, const SymbolValues& compile_values, std::vector<void*>& slots,
                               const std::vector<const TensorView*>* bound_views, const LoopRequest* loop, CUstream stream) {
   DeviceContext::Scope scope(*device_);
   if (error_host_[0] != 0)
@@ -415,6 +418,11 @@ void Program::launch_resolved(const SymbolValues& values, const SymbolValues& co
     lp.tokens = reinterpret_cast<int*>(v.loop_tokens);
     lp.counter_src = static_cast<const int*>(bound[static_cast<size_t>(loop->counter_input)]->data);
     lp.counters = reinterpret_cast<int*>(v.loop_counters);
+    if (loop->on_pass) {
+      lp.gate_host = gate_.prepare(n_bytes / sizeof(int32_t));
+      lp.gate_words = lp.barrier + 1;
+      lp.gate_base = v.gates;
+    }
   }
   unsigned int epoch = v.epoch + 1;
   long long timeout = timeout_cycles_;
@@ -435,6 +443,12 @@ void Program::launch_resolved(const SymbolValues& values, const SymbolValues& co
   const CUresult launched = d.launch_kernel(v.function, static_cast<unsigned>(v.compiled.tables.num_queues()), 1, 1,
                                            WEFT_BLOCK_THREADS, 1, 1, static_cast<unsigned>(v.compiled.smem_bytes), stream, params, nullptr);
   if (launched != CUDA_SUCCESS) check_cu(launched, "cuLaunchKernel (megakernel of graph '" + graph_.name() + "')");
+  if (trace) {
+    traced_ = &v;
+    traced_steps_ = steps;
+  }
+  if (loop && loop->on_pass)
+    return serve_resident(v, *loop, n_bytes, reinterpret_cast<CUdeviceptr>((*bound_views)[static_cast<size_t>(loop->feedback_output)]->data), stream);
   v.epoch += static_cast<unsigned int>(steps);
   if (loop) {
     v.barriers += static_cast<unsigned int>(steps);
@@ -449,10 +463,34 @@ void Program::launch_resolved(const SymbolValues& values, const SymbolValues& co
   check_cu(d.event_record(v.done, stream), "cuEventRecord");
   v.launched = true;
   last_ = &v;
-  if (trace) {
-    traced_ = &v;
-    traced_steps_ = steps;
-  }
+  return steps;
+}
+
+int32_t Program::serve_resident(Variant& v, const LoopRequest& loop, size_t n_bytes, CUdeviceptr out_ptr, CUstream stream) {
+  const DriverApi& d = driver();
+  v.launched = true;
+  last_ = &v;
+  std::exception_ptr thrown;
+  const int32_t steps = loop.steps;
+  const int32_t passes = gate_.serve(steps, n_bytes / sizeof(int32_t), stream, loop.on_pass, thrown);
+  // A stop at boundary s ends the kernel after s passes, s + 1 grid barriers and s gate releases.
+  const bool stopped = passes < steps;
+  v.epoch += static_cast<unsigned int>(passes);
+  v.barriers += static_cast<unsigned int>(stopped ? passes + 1 : passes);
+  v.gates += static_cast<unsigned int>(stopped ? passes : passes - 1);
+  if (traced_ == &v) traced_steps_ = passes;
+  const size_t p = static_cast<size_t>(passes);
+  if (loop.history) check_cu(d.memcpy_dtod_async(loop.history, v.loop_tokens + n_bytes, p * n_bytes, stream), "cuMemcpyDtoDAsync (loop history)");
+  check_cu(d.memcpy_dtod_async(out_ptr, v.loop_tokens + p * n_bytes, n_bytes, stream), "cuMemcpyDtoDAsync (loop output)");
+  std::vector<int32_t> last(n_bytes / sizeof(int32_t));
+  check_cu(d.memcpy_dtoh_async(last.data(), v.loop_tokens + p * n_bytes, n_bytes, stream), "cuMemcpyDtoHAsync (loop output)");
+  if (!v.loop_done) check_cu(d.event_create(&v.loop_done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  check_cu(d.event_record(v.loop_done, stream), "cuEventRecord");
+  check_cu(d.event_record(v.done, stream), "cuEventRecord");
+  synchronize_locked(stream);  // a device error is reported here, before any callback sees a value of the failed run
+  if (thrown) std::rethrow_exception(thrown);
+  if (!stopped) loop.on_pass(steps - 1, last.data(), static_cast<int32_t>(last.size()));
+  return passes;
 }
 
 void Program::write_trace() noexcept {
@@ -472,6 +510,10 @@ void Program::write_trace() noexcept {
 
 void Program::synchronize(CUstream stream) {
   std::lock_guard lock(mutex_);
+  synchronize_locked(stream);
+}
+
+void Program::synchronize_locked(CUstream stream) {
   DeviceContext::Scope scope(*device_);
   check_cu(driver().stream_synchronize(stream), "cuStreamSynchronize");
   const unsigned int code = error_host_[0];
@@ -493,10 +535,15 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
     d.memset_d8(var->events, 0, var->events_bytes);
     var->epoch = 0;
     var->barriers = 0;
+    var->gates = 0;
   }
   std::memset(error_host_, 0, 8 * sizeof(unsigned int));
   switch (code) {
     case WEFT_DEV_ERR_DEADLOCK:
+      if (a == WEFT_DEV_WAIT_HOST)
+        fail(Status::deadlock, "graph '" + graph_.name() + "': the resident loop waited for the host's answer before pass " +
+                                   std::to_string(b) + " for more than " + std::to_string(watchdog_ms(options_.watchdog_ms)) +
+                                   " ms; the watchdog stopped the kernel (a pass callback must return within the watchdog's time)");
       fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited on " +
                                  (a == 0xffffffffu ? std::string("the other blocks") : "event " + std::to_string(a)) +
                                  " for more than " + std::to_string(watchdog_ms(options_.watchdog_ms)) +

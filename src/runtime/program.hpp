@@ -19,6 +19,7 @@
 #include "pipeline/compile_graph.hpp"
 #include "host_jit/launch_plan_jit.hpp"
 #include "runtime/device_context.hpp"
+#include "runtime/host_gate.hpp"
 #include "runtime/launch_plan.hpp"
 
 namespace weft {
@@ -34,6 +35,10 @@ struct LoopRequest {
   TensorId feedback_input = kNoTensor;
   TensorId counter_input = kNoTensor;
   CUdeviceptr history = 0;  // optional [steps][n] int32: every pass's feedback output
+  // Resident mode when set: the kernel hands the host every pass's feedback output and waits for on_pass's answer
+  // before the next pass (HostGate); run_loop then blocks until the kernel has ended. on_pass runs on the calling
+  // thread with the program locked: it must not call into this program.
+  PassCallback on_pass;
 };
 
 struct ProgramOptions {
@@ -88,7 +93,10 @@ class Program {
   // (not written); the bound feedback output receives the last pass's value, other outputs the last pass's
   // values, states carry over from pass to pass. Blocks the host only when the per-step slot table changes
   // (other bindings or step count than the previous loop run) and a previous loop run is still in flight.
-  void run_loop(std::span<const DeviceBinding> bindings, const LoopRequest& loop, CUstream stream);
+  // Resident mode (loop.on_pass set): blocks until the kernel has ended, calls on_pass for every pass run (the
+  // last one after the kernel's end; its answer no longer matters), reports a device error as synchronize does,
+  // and returns the passes run (fewer than steps when on_pass asked to stop). Otherwise returns steps.
+  int32_t run_loop(std::span<const DeviceBinding> bindings, const LoopRequest& loop, CUstream stream);
 
   // Waits for `stream`, then reports (and clears) a device error raised by a run: WEFT_ERROR_DEADLOCK naming
   // the task and event for the watchdog, INVALID_ARGUMENT for an id or position out of range.
@@ -113,8 +121,8 @@ class Program {
   void adopt_finished();
   void evict_beyond(size_t keep, const Variant* in_use);
   SymbolValues compile_values_of(const SymbolValues& values) const;
-  void launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream);
-  void launch_resolved(const SymbolValues& values, const SymbolValues& compile_values, std::vector<void*>& slots,
+  int32_t launch(std::span<const DeviceBinding> bindings, const LoopRequest* loop, CUstream stream);
+  int32_t launch_resolved(const SymbolValues& values, const SymbolValues& compile_values, std::vector<void*>& slots,
                        const std::vector<const TensorView*>* bound, const LoopRequest* loop, CUstream stream);
   // Checks the loop's tensors, grows its buffers and uploads changed step slot tables; returns the bytes of one
   // step's feedback tokens.
@@ -122,6 +130,9 @@ class Program {
                     const LoopRequest& loop, CUstream stream);
   void free_variant(Variant& v) noexcept;
   [[noreturn]] void raise_device_error(const Variant* v, unsigned int code);
+  void synchronize_locked(CUstream stream);
+  // Resident mode after the launch: serves the gate, then finishes the run (see run_loop); returns the passes run.
+  int32_t serve_resident(Variant& v, const LoopRequest& loop, size_t n_bytes, CUdeviceptr out_ptr, CUstream stream);
 
   std::shared_ptr<DeviceContext> device_;
   Graph graph_;
@@ -148,6 +159,7 @@ class Program {
   unsigned int* error_host_ = nullptr;  // mapped pinned memory: [0] code, [1..4] info
   CUdeviceptr error_dev_ = 0;
   int32_t broken_task_ = -1;
+  HostGate gate_;  // resident loops' host-mapped words (one resident run at a time: run_loop blocks)
   std::mutex mutex_;
 };
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -160,6 +161,86 @@ TEST_F(ModelApi, CppWrapperGeneratesTheSameTokens) {
   }
 }
 
+// What on_step hands the caller: every step's tokens in order, and a stop after the step it returns nonzero for.
+struct StepLog {
+  int32_t stop_after = -1;
+  std::vector<int32_t> steps, tokens;
+  static int32_t record(void* user, int32_t step, const int32_t* tokens, int32_t batch) {
+    auto* log = static_cast<StepLog*>(user);
+    log->steps.push_back(step);
+    log->tokens.insert(log->tokens.end(), tokens, tokens + batch);
+    return step == log->stop_after ? 1 : 0;
+  }
+};
+
+TEST_F(ModelApi, StreamsEveryStepAndStopsWhereTheCallerSays) {
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 40, 30, 20, 10};
+  std::vector<weft_model*> models = {load(WEFT_BACKEND_REFERENCE)};
+  int32_t n = 0;
+  if (weft_device_count(&n) == WEFT_OK && n > 0) models.push_back(load(WEFT_BACKEND_GPU));
+  for (weft_model* m : models) {
+    ASSERT_NE(m, nullptr);
+    std::vector<int32_t> full, got;
+    weft_generate_request r = request(prompt, 2, 6, full);
+    ASSERT_WEFT_OK(weft_model_generate(m, &r, nullptr));
+    for (int32_t multi : {0, 1}) {
+      // Every step, in order, with the tokens the generation returns.
+      StepLog all;
+      r = request(prompt, 2, 6, got);
+      r.multi_step = multi;
+      r.on_step = StepLog::record;
+      r.on_step_user = &all;
+      weft_generate_report rep{};
+      rep.struct_size = sizeof rep;
+      ASSERT_WEFT_OK(weft_model_generate(m, &r, &rep));
+      EXPECT_EQ(got, full);
+      EXPECT_EQ(rep.steps_done, 6);
+      EXPECT_EQ(all.steps, (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+      for (int j = 0; j < 6; ++j)
+        for (int b = 0; b < 2; ++b) EXPECT_EQ(all.tokens[static_cast<size_t>(j * 2 + b)], full[static_cast<size_t>(b * 6 + j)]);
+      // A stop after step 2: three steps run, the rest of out_tokens -1.
+      StepLog cut;
+      cut.stop_after = 2;
+      r.on_step_user = &cut;
+      std::vector<float> step_ms(6, -1.0f);
+      r.out_step_ms = step_ms.data();
+      ASSERT_WEFT_OK(weft_model_generate(m, &r, &rep));
+      EXPECT_EQ(rep.steps_done, 3) << "multi_step " << multi;
+      EXPECT_EQ(cut.steps, (std::vector<int32_t>{0, 1, 2}));
+      for (int b = 0; b < 2; ++b)
+        for (int j = 0; j < 6; ++j)
+          EXPECT_EQ(got[static_cast<size_t>(b * 6 + j)], j < 3 ? full[static_cast<size_t>(b * 6 + j)] : -1) << "row " << b << " step " << j;
+      for (int j = 0; j < 6; ++j) EXPECT_EQ(step_ms[static_cast<size_t>(j)] > 0.0f, j < 3) << "step " << j;
+      // A report of a caller built before steps_done (it ends at decode_ms) is accepted and written within its size.
+      struct OldReport {
+        size_t struct_size;
+        double prefill_ms, decode_ms;
+        int32_t canary;
+      } old{};
+      old.struct_size = offsetof(weft_generate_report, steps_done);
+      old.canary = 12345;
+      r.on_step = nullptr;
+      r.out_step_ms = nullptr;
+      ASSERT_WEFT_OK(weft_model_generate(m, &r, reinterpret_cast<weft_generate_report*>(&old)));
+      EXPECT_GT(old.decode_ms, 0.0);
+      EXPECT_EQ(old.canary, 12345);
+    }
+    // Teacher forcing in one launch (the GPU's kernel stays resident and takes each forced token at the step
+    // boundary) equals step mode's.
+    std::vector<int32_t> forced(12), stepped;
+    for (size_t i = 0; i < forced.size(); ++i) forced[i] = static_cast<int32_t>((i * 97 + 5) % 2048);
+    r = request(prompt, 2, 6, stepped);
+    r.forced_ids = forced.data();
+    ASSERT_WEFT_OK(weft_model_generate(m, &r, nullptr));
+    r = request(prompt, 2, 6, got);
+    r.forced_ids = forced.data();
+    r.multi_step = 1;
+    ASSERT_WEFT_OK(weft_model_generate(m, &r, nullptr));
+    EXPECT_EQ(got, stepped);
+    weft_model_destroy(m);
+  }
+}
+
 TEST_F(ModelApi, BadArgumentsAreNamed) {
   weft_model* m = nullptr;
   EXPECT_WEFT_ERROR(weft_model_load(ctx, nullptr, nullptr, &m), WEFT_ERROR_INVALID_ARGUMENT, "dir");
@@ -188,6 +269,15 @@ TEST_F(ModelApi, BadArgumentsAreNamed) {
   r.out_tokens = nullptr;
   EXPECT_WEFT_ERROR(weft_model_generate(m, &r, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "out_tokens");
   EXPECT_WEFT_ERROR(weft_model_generate(m, nullptr, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "request");
+  r = request({1, 2}, 1, 2, out);
+  std::vector<float> logits(2 * 2048);
+  r.out_logits = logits.data();
+  r.multi_step = 1;
+  EXPECT_WEFT_ERROR(weft_model_generate(m, &r, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "per-step logits need step mode");
+  weft_generate_report short_report{};
+  short_report.struct_size = sizeof(size_t) + sizeof(double);
+  r.out_logits = nullptr;
+  EXPECT_WEFT_ERROR(weft_model_generate(m, &r, &short_report), WEFT_ERROR_INVALID_ARGUMENT, "report->struct_size");
   EXPECT_WEFT_ERROR(weft_model_compile(m, 0, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "batch is 0");
   weft_model_info info{};
   info.struct_size = 8;

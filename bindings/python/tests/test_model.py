@@ -67,6 +67,27 @@ def test_forced_ids_teacher_forcing(model):
     np.testing.assert_allclose(gen.logits[3], free.logits[0], atol=1e-5)
 
 
+@pytest.mark.parametrize("multi_step", [False, True])
+def test_on_step_streams_and_stops(model, multi_step):
+    prompts = [[3, 1, 4, 1], [2, 7, 1, 8]]
+    full = model.generate(prompts, 5)
+    assert full.steps_done == 5
+    seen = []
+    gen = model.generate(prompts, 5, multi_step=multi_step, on_step=lambda j, t: seen.append((j, t.tolist())))
+    np.testing.assert_array_equal(gen.tokens, full.tokens)
+    assert seen == [(j, full.tokens[:, j].tolist()) for j in range(5)]
+    cut = model.generate(prompts, 5, multi_step=multi_step, on_step=lambda j, t: j < 1)
+    assert cut.steps_done == 2
+    np.testing.assert_array_equal(cut.tokens[:, :2], full.tokens[:, :2])
+    assert (cut.tokens[:, 2:] == -1).all()
+
+    def boom(j, t):
+        raise KeyError("from the callback")
+    with pytest.raises(KeyError, match="from the callback"):
+        model.generate(prompts, 5, multi_step=multi_step, on_step=boom)
+    np.testing.assert_array_equal(model.generate(prompts, 5).tokens, full.tokens)
+
+
 def test_compile_for_a_batch(model):
     r = model.compile(2)
     assert r.num_tasks > 0 and r.cubin_bytes > 0 and len(r.key) == 32

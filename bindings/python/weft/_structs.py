@@ -82,15 +82,20 @@ class ModelInfo(_Sized):
                 ("weight_bytes", _i64)]
 
 
+# weft_generate_request.on_step: int32_t (*)(void* user, int32_t step, const int32_t* tokens, int32_t batch).
+StepCallback = ctypes.CFUNCTYPE(_i32, ctypes.c_void_p, _i32, ctypes.POINTER(_i32), _i32)
+
+
 class GenerateRequest(_Sized):
     _fields_ = [("struct_size", _sz), ("batch", _i32), ("prompt_len", _i32), ("steps", _i32),
                 ("prompt_ids", ctypes.POINTER(_i32)), ("forced_ids", ctypes.POINTER(_i32)), ("multi_step", _i32),
                 ("out_tokens", ctypes.POINTER(_i32)), ("out_logits", ctypes.POINTER(ctypes.c_float)),
-                ("out_step_ms", ctypes.POINTER(ctypes.c_float))]
+                ("out_step_ms", ctypes.POINTER(ctypes.c_float)), ("on_step", StepCallback),
+                ("on_step_user", ctypes.c_void_p)]
 
 
 class GenerateReport(_Sized):
-    _fields_ = [("struct_size", _sz), ("prefill_ms", _f64), ("decode_ms", _f64)]
+    _fields_ = [("struct_size", _sz), ("prefill_ms", _f64), ("decode_ms", _f64), ("steps_done", _i32)]
 
 
 class DLDevice(ctypes.Structure):

@@ -64,9 +64,13 @@ class Model(Handle):
         check(lib().weft_model_compile(self._h(), int(batch), ctypes.byref(r)))
         return CompileReport._from_c(r)
 
-    def generate(self, prompts, steps, forced_ids=None, multi_step=False, return_logits=False):
+    def generate(self, prompts, steps, forced_ids=None, multi_step=False, return_logits=False, on_step=None):
         """Greedy generation: `prompts` is [batch, prompt_len] token ids (list of rows or array). forced_ids
-        ([batch, steps]) feeds step j >= 1 with forced_ids[:, j-1] instead of the previous argmax."""
+        ([batch, steps]) feeds step j >= 1 with forced_ids[:, j-1] instead of the previous argmax.
+        on_step(step, tokens) is called after every step with its tokens (int32 array [batch], a copy); a return
+        of False stops the generation there (Generation.steps_done). With multi_step the kernel stays resident
+        and waits for each call (it must return within the model's watchdog time); an exception raised in it
+        stops the generation and is raised again here."""
         ids = _rows(prompts, "prompts")
         batch, prompt_len = ids.shape
         steps = int(steps)
@@ -85,6 +89,21 @@ class Model(Handle):
             multi_step=1 if multi_step else 0, out_tokens=tokens.ctypes.data_as(p_i32),
             out_logits=logits.ctypes.data_as(p_f32) if logits is not None else None,
             out_step_ms=step_ms.ctypes.data_as(p_f32))
+        raised = []
+        if on_step is not None:
+            def trampoline(_user, step, toks, n):
+                if raised:
+                    return 1
+                try:
+                    go_on = on_step(int(step), np.ctypeslib.as_array(toks, shape=(int(n),)).copy())
+                    return 1 if go_on is False else 0
+                except BaseException as e:  # raised again below, after the library has ended the run
+                    raised.append(e)
+                    return 1
+            req.on_step = S.StepCallback(trampoline)  # kept alive by req until the call returns
         report = S.GenerateReport.new()
-        check(lib().weft_model_generate(self._h(), ctypes.byref(req), ctypes.byref(report)))
-        return Generation(tokens, step_ms, report.prefill_ms, report.decode_ms, logits)
+        status = lib().weft_model_generate(self._h(), ctypes.byref(req), ctypes.byref(report))
+        if raised:
+            raise raised[0]
+        check(status)
+        return Generation(tokens, step_ms, report.prefill_ms, report.decode_ms, logits, report.steps_done)

@@ -75,11 +75,12 @@ class ModelInfo:
 
 @dataclasses.dataclass
 class Generation:
-    """The result of Model.generate. tokens is [batch, steps] int32; logits [steps, batch, vocab] float32
-    when asked for; step_ms has one latency per step."""
+    """The result of Model.generate. tokens is [batch, steps] int32 (-1 past steps_done when on_step stopped
+    the generation); logits [steps, batch, vocab] float32 when asked for; step_ms has one latency per step."""
 
     tokens: object
     step_ms: object
     prefill_ms: float
     decode_ms: float
     logits: object = None
+    steps_done: int = 0

@@ -57,6 +57,9 @@ const OFFSETS: &[(&str, &str)] = &[
     ("weft_generate_request", "prompt_ids"),
     ("weft_generate_request", "multi_step"),
     ("weft_generate_request", "out_step_ms"),
+    ("weft_generate_request", "on_step"),
+    ("weft_generate_request", "on_step_user"),
+    ("weft_generate_report", "steps_done"),
 ];
 
 fn main() {

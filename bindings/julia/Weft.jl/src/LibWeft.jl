@@ -200,6 +200,9 @@ struct weft_model_info
     weight_bytes::Int64
 end
 
+# int32_t (*)(void* on_step_user, int32_t step, const int32_t* tokens, int32_t batch): a @cfunction pointer.
+const weft_step_fn = Ptr{Cvoid}
+
 struct weft_generate_request
     struct_size::Csize_t
     batch::Int32
@@ -211,12 +214,15 @@ struct weft_generate_request
     out_tokens::Ptr{Int32}
     out_logits::Ptr{Cfloat}
     out_step_ms::Ptr{Cfloat}
+    on_step::weft_step_fn
+    on_step_user::Ptr{Cvoid}
 end
 
 struct weft_generate_report
     struct_size::Csize_t
     prefill_ms::Cdouble
     decode_ms::Cdouble
+    steps_done::Int32
 end
 
 # Zero-filled values with struct_size set, for the structs weft fills in.
@@ -224,7 +230,7 @@ zero_chars(n) = ntuple(_ -> Cchar(0), n)
 weft_tensor_info() = weft_tensor_info(sizeof(weft_tensor_info), C_NULL, 0, 0, 0, ntuple(_ -> weft_dim(C_NULL, 0), WEFT_MAX_RANK), 0)
 weft_compile_report() = weft_compile_report(sizeof(weft_compile_report), 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0, zero_chars(33))
 weft_model_info() = weft_model_info(sizeof(weft_model_info), zero_chars(16), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, zero_chars(128), 0)
-weft_generate_report() = weft_generate_report(sizeof(weft_generate_report), 0.0, 0.0)
+weft_generate_report() = weft_generate_report(sizeof(weft_generate_report), 0.0, 0.0, 0)
 weft_program_stats() = weft_program_stats(sizeof(weft_program_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0.0)
 
 # ---- functions: one line each, parameters named as in weft.h ----

@@ -257,7 +257,7 @@ function generate(m::Model, prompts::Matrix{Int32}, steps::Integer; forced::Unio
     GC.@preserve m prompts forced tokens step_ms out_logits begin
         req = Ref(L.weft_generate_request(sizeof(L.weft_generate_request), Int32(batch), Int32(prompt_len),
             Int32(steps), pointer(prompts), forced === nothing ? C_NULL : pointer(forced), Int32(multi_step),
-            pointer(tokens), out_logits === nothing ? C_NULL : pointer(out_logits), pointer(step_ms)))
+            pointer(tokens), out_logits === nothing ? C_NULL : pointer(out_logits), pointer(step_ms), C_NULL, C_NULL))
         check(L.weft_model_generate(m.handle, req, rep))
     end
     return (tokens=tokens, logits=out_logits, step_ms=step_ms, prefill_ms=rep[].prefill_ms, decode_ms=rep[].decode_ms)

@@ -249,6 +249,8 @@ pub struct weft_generate_request {
     pub out_tokens: *mut i32,
     pub out_logits: *mut f32,
     pub out_step_ms: *mut f32,
+    pub on_step: Option<unsafe extern "C" fn(on_step_user: *mut c_void, step: i32, tokens: *const i32, batch: i32) -> i32>,
+    pub on_step_user: *mut c_void,
 }
 
 #[repr(C)]
@@ -257,6 +259,7 @@ pub struct weft_generate_report {
     pub struct_size: usize,
     pub prefill_ms: f64,
     pub decode_ms: f64,
+    pub steps_done: i32,
 }
 
 type G = weft_graph;
@@ -515,7 +518,10 @@ mod tests {
             off!(weft_generate_request, prompt_ids),
             off!(weft_generate_request, multi_step),
             off!(weft_generate_request, out_step_ms),
+            off!(weft_generate_request, on_step),
+            off!(weft_generate_request, on_step_user),
             size!(weft_generate_report),
+            off!(weft_generate_report, steps_done),
             ("sizeof weft_tensor", size_of::<weft_tensor>()),
             ("sizeof weft_status", size_of::<weft_status>()),
         ]

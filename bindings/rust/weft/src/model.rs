@@ -190,6 +190,8 @@ impl Model {
             out_tokens: g.tokens.as_mut_ptr(),
             out_logits: g.logits.as_mut().map_or(ptr::null_mut(), |l| l.as_mut_ptr()),
             out_step_ms: g.step_ms.as_mut_ptr(),
+            on_step: None,
+            on_step_user: ptr::null_mut(),
         };
         let mut rep = sys::weft_generate_report {
             struct_size: std::mem::size_of::<sys::weft_generate_report>(),
