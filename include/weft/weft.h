@@ -569,19 +569,22 @@ typedef struct weft_generate_request {
   const int32_t* forced_ids;   /* NULL, or [batch][steps]: step j >= 1 consumes forced_ids[b][j-1] instead of the
                                   previous argmax (teacher forcing); the last column is not used */
   int32_t multi_step;          /* nonzero: every generation step in one kernel launch, each argmax fed back on the
-                                  device; with on_step or forced_ids the kernel stays resident and waits at every
-                                  step for the host (a round trip of a few us instead of a launch; not with
-                                  out_logits); zero: one launch per step */
+                                  device (not with out_logits); with on_step the kernel hands each step's tokens
+                                  to the host as it goes, and with forced_ids it waits at every step for the host
+                                  to hand it the next tokens (a round trip of a few us, not a launch); zero: one
+                                  launch per step */
   int32_t* out_tokens;         /* [batch][steps], written: the argmax of each step; -1 past the steps run */
   float* out_logits;           /* NULL, or [steps][batch][vocab] written: each step's logits widened to f32 */
   float* out_step_ms;          /* NULL, or [steps] written: per-step latency in ms (GPU: CUDA events; multi-step:
                                   the launch's time divided by the steps run) */
   /* NULL, or called on the calling thread after every generation step, in order, with the step's argmax
      (tokens[batch], valid during the call) and on_step_user: return 0 to go on, nonzero to stop after this
-     step (report->steps_done says how many ran). In step mode each call waits for its step's launch; with
-     multi_step the kernel waits for the call to return, which must come within the model's watchdog time
-     (weft_model_options.watchdog_ms) or the run fails with WEFT_ERROR_DEADLOCK. It must not call weft_model_*
-     functions on the same model. */
+     step (report->steps_done says how many ran). In step mode each call comes after its step's launch has
+     finished. With multi_step the kernel runs the next step while the call runs (without forced_ids) and a stop
+     ends it after that step, whose tokens are dropped; the call must return within that step plus half the
+     model's watchdog time (weft_model_options.watchdog_ms; with forced_ids, where the kernel waits for every
+     call: within the watchdog time), else the run fails with WEFT_ERROR_DEADLOCK. It must not call
+     weft_model_* functions on the same model. */
   weft_step_fn on_step;
   void* on_step_user;
 } weft_generate_request;

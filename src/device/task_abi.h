@@ -27,7 +27,8 @@
 #define WEFT_DEV_ERR_POSITION 2u  // an attention position outside [0, S)
 #define WEFT_DEV_ERR_DEADLOCK 3u  // the watchdog stopped a wait
 #define WEFT_DEV_ERR_BAD_TASK 4u  // a task names an op the kernel was not generated for (error_info: [1]=op)
-// error_info[1] of a WEFT_DEV_ERR_DEADLOCK raised at a resident loop's gate (the host did not answer in time).
+// error_info[1] of a WEFT_DEV_ERR_DEADLOCK raised at a resident loop's gate: the host did not answer in time
+// (error_info[2]: the step whose output waits for the answer).
 #define WEFT_DEV_WAIT_HOST 0xfffffffeu
 
 // Arguments of one task. The meaning of d[], f[] and i[] is fixed per op and written next to each device
@@ -108,12 +109,15 @@ struct weft_env {
 // KV cache are reused across steps). steps == 0: one pass over the launch-parameter slot table.
 //
 // Resident mode (gate_host non-null): at every boundary between steps the kernel also hands the host the step's
-// feedback output and waits for its answer before going on (loop_gate.cuh), so that a caller who must see each
-// token (streaming, stopping at an end token, its own next tokens) still pays one launch per generation, not one
-// per token. gate_host is host-mapped memory: [0] the steps whose output the device has published, [1] the host's
-// answer for that boundary, (step << 2) | WEFT_GATE_*; [4 ..] the published output [feed_n], which the host may
-// rewrite (WEFT_GATE_REPLACED) as the next step's input. gate_words (device memory): [0] gate releases, monotonic
-// like the barrier (boundary s of this launch is release gate_base + s), [1] 1 when the host asked to stop.
+// feedback output (loop_gate.cuh), so that a caller who must see each token (streaming, stopping at an end token,
+// its own next tokens) still pays one launch per generation, not one per token. gate_host is host-mapped memory:
+// [0] the boundaries whose output the device has published (boundary s: step s - 1's output), [1] the host's answer
+// for the last one it took, (s << 2) | WEFT_GATE_*; [4 ..] the published output [feed_n]. Strict (gate_lookahead
+// 0): the kernel waits at boundary s for the answer, which may rewrite the output (WEFT_GATE_REPLACED) as step s's
+// input; gate_words (device memory): [0] gate releases, monotonic like the barrier (boundary s of this launch is
+// release gate_base + s), [1] 1 when the host asked to stop. Look-ahead (gate_lookahead 1): the kernel runs step s
+// while the host looks at step s - 1's output, and waits for that answer only before the barrier that ends step s
+// (block 0, which then sets gate_words[1]); a stop takes effect one step later and the output is not rewritten.
 #define WEFT_GATE_REPLACED 1u  // the host rewrote the published output: it is the next step's input
 #define WEFT_GATE_STOP 2u      // the host asked to stop: the kernel ends before the next step
 struct weft_loop {
@@ -129,6 +133,8 @@ struct weft_loop {
   unsigned int gate_base;     // resident mode: gate releases completed by earlier launches
   unsigned int* gate_host;    // resident mode: host-mapped words (above); null: the steps run on by themselves
   unsigned int* gate_words;   // resident mode: [0] releases, [1] stop
+  unsigned int gate_lookahead;  // resident mode: 1 look-ahead, 0 strict
+  unsigned int pad_;
 };
 
 // What the generated kernel hands the device library's task loop (weft_dev_run_queues), once per launch: its

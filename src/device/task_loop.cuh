@@ -216,6 +216,7 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
     void* const* slots = q.slots;
     if (loop.steps > 0) {
       env.task_index = -1;
+      if (loop.gate_lookahead && step > 0 && blockIdx.x == 0) loop_gate_arrive(loop, step, q.timeout_cycles, &env);
       if (!grid_barrier(loop, loop.barrier_base + step + 1, q.timeout_cycles, &env)) return;
       if (loop.gate_host && step > 0 && !loop_gate(loop, step, q.timeout_cycles, &env)) return;
       slots = loop.step_slots + static_cast<size_t>(step) * q.num_slots;

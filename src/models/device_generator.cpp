@@ -138,6 +138,8 @@ class DeviceGenerator final : public Generator {
     check_cu(d.event_record(ev[1], stream_), "cuEventRecord");
     const size_t vocab = static_cast<size_t>(m.shape().vocab);
     std::vector<uint8_t> logits_host(r.logits ? batch * vocab * dtype_size(m.shape().dtype) : 0);
+    std::vector<int32_t> gen(steps * batch);  // [step][batch]
+    bool gen_on_host = false;  // a resident loop's tokens, as the host was handed them
     if (r.multi_step) {
       bind_step(prompt_rows + (plen - 1) * row, pos_rows_dev + (plen - 1) * row, gen_rows + steps * row);
       LoopRequest loop;
@@ -147,8 +149,12 @@ class DeviceGenerator final : public Generator {
       loop.counter_input = id(m.positions());
       loop.history = gen_rows;
       if (r.on_step || !r.forced.empty()) {
-        // Resident: the host sees every step's tokens at the step boundary, and forced tokens replace them there.
+        // Resident: the host sees every step's tokens at the step boundary, and forced tokens replace them there
+        // (in the loop's token rows too, so the tokens are kept as they were handed over).
+        gen_on_host = true;
+        loop.lookahead = r.forced.empty();  // nothing to rewrite: the kernel need not wait for each answer
         loop.on_pass = [&](int32_t pass, int32_t* values, int32_t) {
+          std::copy(values, values + batch, gen.begin() + static_cast<ptrdiff_t>(static_cast<size_t>(pass) * batch));
           const bool go_on = !r.on_step || r.on_step(pass, values, r.batch);
           if (!r.forced.empty())
             for (size_t b = 0; b < batch; ++b) values[b] = r.forced[b * steps + static_cast<size_t>(pass)];
@@ -179,8 +185,8 @@ class DeviceGenerator final : public Generator {
         }
       }
     }
-    std::vector<int32_t> gen(steps * batch);
-    check_cu(d.memcpy_dtoh_async(gen.data(), gen_rows, gen.size() * sizeof(int32_t), stream_), "cuMemcpyDtoHAsync (tokens)");
+    if (!gen_on_host)
+      check_cu(d.memcpy_dtoh_async(gen.data(), gen_rows, gen.size() * sizeof(int32_t), stream_), "cuMemcpyDtoHAsync (tokens)");
     program.synchronize(stream_);  // also reports a device-side error of any run above
 
     GenerateResult out;

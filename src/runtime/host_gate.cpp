@@ -45,7 +45,8 @@ unsigned int* HostGate::prepare(size_t n) {
   return reinterpret_cast<unsigned int*>(dev_);
 }
 
-int32_t HostGate::serve(int32_t steps, size_t n, CUstream stream, const PassCallback& on_pass, std::exception_ptr& thrown) {
+int32_t HostGate::serve(int32_t steps, size_t n, bool rewrites, CUstream stream, const PassCallback& on_pass,
+                        std::exception_ptr& thrown) {
   const DriverApi& d = driver();
   auto* values = reinterpret_cast<int32_t*>(host_ + kHeaderWords);
   std::vector<int32_t> mine(n);
@@ -69,7 +70,7 @@ int32_t HostGate::serve(int32_t steps, size_t n, CUstream stream, const PassCall
       thrown = std::current_exception();
     }
     unsigned int flags = go_on ? 0u : WEFT_GATE_STOP;
-    if (go_on && std::memcmp(mine.data(), values, n * sizeof(int32_t)) != 0) {
+    if (go_on && rewrites && std::memcmp(mine.data(), values, n * sizeof(int32_t)) != 0) {
       std::memcpy(values, mine.data(), n * sizeof(int32_t));
       flags |= WEFT_GATE_REPLACED;
     }

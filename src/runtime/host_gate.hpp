@@ -28,11 +28,13 @@ class HostGate {
   unsigned int* prepare(size_t n);
 
   // Serves the boundaries 1 .. steps - 1 of the launch just made on `stream`: waits for the device to publish
-  // step s - 1's output, calls on_pass(s - 1, ...) and answers. Returns the steps the kernel runs: `steps`, or
-  // s when on_pass(s - 1) returned false (or threw: the kernel is told to stop, then the exception is rethrown
-  // by the caller through `thrown`). Returns early, without error, when the stream finishes before a boundary
-  // is published: the kernel ended on a device error, which the caller's synchronize reports.
-  int32_t serve(int32_t steps, size_t n, CUstream stream, const PassCallback& on_pass, std::exception_ptr& thrown);
+  // step s - 1's output, calls on_pass(s - 1, ...) and answers (with the values on_pass rewrote when
+  // `rewrites`). Returns the steps the host took: `steps`, or s when on_pass(s - 1) returned false (or threw:
+  // the kernel is told to stop, and `thrown` holds the exception for the caller to rethrow). Returns early,
+  // without error, when the stream finishes before a boundary is published: the kernel ended on a device error,
+  // which the caller's synchronize reports.
+  int32_t serve(int32_t steps, size_t n, bool rewrites, CUstream stream, const PassCallback& on_pass,
+                std::exception_ptr& thrown);
 
  private:
   unsigned int* host_ = nullptr;  // [0] published, [1] answer, [2..3] unused, [4 ..] values

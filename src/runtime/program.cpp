@@ -422,6 +422,7 @@ int32_t Program::launch_resolved(const SymbolValues& values, const SymbolValues&
       lp.gate_host = gate_.prepare(n_bytes / sizeof(int32_t));
       lp.gate_words = lp.barrier + 1;
       lp.gate_base = v.gates;
+      lp.gate_lookahead = loop->lookahead ? 1u : 0u;
     }
   }
   unsigned int epoch = v.epoch + 1;
@@ -472,13 +473,16 @@ int32_t Program::serve_resident(Variant& v, const LoopRequest& loop, size_t n_by
   last_ = &v;
   std::exception_ptr thrown;
   const int32_t steps = loop.steps;
-  const int32_t passes = gate_.serve(steps, n_bytes / sizeof(int32_t), stream, loop.on_pass, thrown);
-  // A stop at boundary s ends the kernel after s passes, s + 1 grid barriers and s gate releases.
+  // The passes the host took: `steps`, or s when on_pass(s - 1) asked to stop.
+  const int32_t passes = gate_.serve(steps, n_bytes / sizeof(int32_t), !loop.lookahead, stream, loop.on_pass, thrown);
   const bool stopped = passes < steps;
-  v.epoch += static_cast<unsigned int>(passes);
-  v.barriers += static_cast<unsigned int>(stopped ? passes + 1 : passes);
-  v.gates += static_cast<unsigned int>(stopped ? passes : passes - 1);
-  if (traced_ == &v) traced_steps_ = passes;
+  // Strict, a stop at boundary s ends the kernel after s passes, s + 1 grid barriers and s gate releases;
+  // look-ahead, after pass s + 1 (when there is one) at the barrier after it, with no releases.
+  const int32_t ran = stopped && loop.lookahead ? std::min(passes + 1, steps) : passes;
+  v.epoch += static_cast<unsigned int>(ran);
+  v.barriers += static_cast<unsigned int>(ran < steps ? ran + 1 : steps);
+  if (!loop.lookahead) v.gates += static_cast<unsigned int>(stopped ? passes : passes - 1);
+  if (traced_ == &v) traced_steps_ = ran;
   const size_t p = static_cast<size_t>(passes);
   if (loop.history) check_cu(d.memcpy_dtod_async(loop.history, v.loop_tokens + n_bytes, p * n_bytes, stream), "cuMemcpyDtoDAsync (loop history)");
   check_cu(d.memcpy_dtod_async(out_ptr, v.loop_tokens + p * n_bytes, n_bytes, stream), "cuMemcpyDtoDAsync (loop output)");
@@ -541,9 +545,9 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
   switch (code) {
     case WEFT_DEV_ERR_DEADLOCK:
       if (a == WEFT_DEV_WAIT_HOST)
-        fail(Status::deadlock, "graph '" + graph_.name() + "': the resident loop waited for the host's answer before pass " +
-                                   std::to_string(b) + " for more than " + std::to_string(watchdog_ms(options_.watchdog_ms)) +
-                                   " ms; the watchdog stopped the kernel (a pass callback must return within the watchdog's time)");
+        fail(Status::deadlock, "graph '" + graph_.name() + "': the resident loop waited for the host's answer to pass " +
+                                   std::to_string(b) + "'s output past the watchdog's " + std::to_string(watchdog_ms(options_.watchdog_ms)) +
+                                   " ms (half of it once the next pass is done, in look-ahead); the watchdog stopped the kernel");
       fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited on " +
                                  (a == 0xffffffffu ? std::string("the other blocks") : "event " + std::to_string(a)) +
                                  " for more than " + std::to_string(watchdog_ms(options_.watchdog_ms)) +

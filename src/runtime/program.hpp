@@ -34,11 +34,15 @@ struct LoopRequest {
   TensorId feedback_output = kNoTensor;
   TensorId feedback_input = kNoTensor;
   TensorId counter_input = kNoTensor;
-  CUdeviceptr history = 0;  // optional [steps][n] int32: every pass's feedback output
-  // Resident mode when set: the kernel hands the host every pass's feedback output and waits for on_pass's answer
-  // before the next pass (HostGate); run_loop then blocks until the kernel has ended. on_pass runs on the calling
+  CUdeviceptr history = 0;  // optional [steps][n] int32: every pass's feedback output (as on_pass left it)
+  // Resident mode when set: the kernel hands the host every pass's feedback output, and on_pass's answer decides
+  // whether it goes on (HostGate); run_loop then blocks until the kernel has ended. on_pass runs on the calling
   // thread with the program locked: it must not call into this program.
   PassCallback on_pass;
+  // Resident mode: true runs pass s + 1 while on_pass looks at pass s's output: no wait per pass, but a stop
+  // after pass s ends the kernel after pass s + 1 (whose output is dropped), and rewritten values are ignored.
+  // False waits for every answer (a host round trip per pass) and takes rewritten values as the next input.
+  bool lookahead = false;
 };
 
 struct ProgramOptions {

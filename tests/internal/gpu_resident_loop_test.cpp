@@ -108,7 +108,8 @@ TEST(GpuResidentLoop, StopsWhereTheHostSaysAndRunsOnAfterwards) {
       // The events, barrier and gate counters stay consistent: every mode runs on and agrees.
       r.on_step = nullptr;
       EXPECT_EQ(gpu->generate(r).tokens, full.tokens) << "after a stop at step " << stop;
-      r.on_step = Seen(batch, steps).record();
+      Seen again(batch, steps);
+      r.on_step = again.record();
       r.multi_step = true;
       EXPECT_EQ(gpu->generate(r).tokens, full.tokens) << "resident after a stop at step " << stop;
     }
@@ -128,6 +129,18 @@ TEST(GpuResidentLoop, ForcedTokensReplaceTheFeedbackAtTheGate) {
     r.multi_step = true;
     const GenerateResult resident = gpu->generate(r);
     EXPECT_EQ(resident.tokens, step.tokens) << "teacher forcing, batch " << batch;
+    // A stop through the strict gate: exactly the steps the host took.
+    Seen seen(batch, steps);
+    r.on_step = seen.record(4);
+    const GenerateResult cut = gpu->generate(r);
+    EXPECT_EQ(cut.steps_done, 5);
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t j = 0; j < steps; ++j) {
+        const size_t i = static_cast<size_t>(b * steps + j);
+        EXPECT_EQ(cut.tokens[i], j <= 4 ? step.tokens[i] : -1) << "row " << b << " step " << j;
+      }
+    r.on_step = nullptr;
+    EXPECT_EQ(gpu->generate(r).tokens, step.tokens) << "teacher forcing after a stop, batch " << batch;
     r.forced.clear();
     EXPECT_NE(gpu->generate(r).tokens, step.tokens) << "the forced tokens change the run (else this test shows nothing)";
   }
@@ -140,38 +153,44 @@ TEST(GpuResidentLoop, AHostErrorOrASlowHostEndsTheRunCleanly) {
   ProgramOptions o;
   o.watchdog_ms = 300;
   auto gpu = make_device_generator(tm.model, session.context(), o);
-  GenerateRequest r = request(1, 10);
-  const GenerateResult full = gpu->generate(r);
-  r.multi_step = true;
-  // A callback that throws: the kernel is told to stop, then the exception reaches the caller.
-  r.on_step = [](int64_t step, const int32_t*, int64_t) -> bool {
-    if (step == 3) throw std::runtime_error("callback failed at step 3");
-    return true;
-  };
-  try {
-    gpu->generate(r);
-    ADD_FAILURE() << "the callback's exception was lost";
-  } catch (const std::runtime_error& e) {
-    EXPECT_STREQ(e.what(), "callback failed at step 3");
+  // Look-ahead (the host only looks) and strict (forced tokens: the kernel waits for every answer).
+  for (bool strict : {false, true}) {
+    const char* mode = strict ? "strict" : "look-ahead";
+    GenerateRequest r = request(1, 10);
+    if (strict)
+      for (int32_t j = 0; j < 10; ++j) r.forced.push_back(100 + j);
+    const GenerateResult full = gpu->generate(r);
+    r.multi_step = true;
+    // A callback that throws: the kernel is told to stop, then the exception reaches the caller.
+    r.on_step = [](int64_t step, const int32_t*, int64_t) -> bool {
+      if (step == 3) throw std::runtime_error("callback failed at step 3");
+      return true;
+    };
+    try {
+      gpu->generate(r);
+      ADD_FAILURE() << mode << ": the callback's exception was lost";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "callback failed at step 3") << mode;
+    }
+    r.on_step = nullptr;
+    EXPECT_EQ(gpu->generate(r).tokens, full.tokens) << mode << ": after a callback threw";
+    // A callback slower than the watchdog: the kernel stops waiting and the run fails, naming the host's answer.
+    r.on_step = [](int64_t step, const int32_t*, int64_t) {
+      if (step == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return true;
+    };
+    try {
+      gpu->generate(r);
+      ADD_FAILURE() << mode << ": a host slower than the watchdog was not reported";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::deadlock) << e.what();
+      EXPECT_NE(std::string(e.what()).find("waited for the host's answer to pass 2's output"), std::string::npos) << e.what();
+    }
+    r.on_step = nullptr;
+    EXPECT_EQ(gpu->generate(r).tokens, full.tokens) << mode << ": after the watchdog stopped a resident run";
+    r.multi_step = false;
+    EXPECT_EQ(gpu->generate(r).tokens, full.tokens) << mode << ": step mode after the watchdog stopped a resident run";
   }
-  r.on_step = nullptr;
-  EXPECT_EQ(gpu->generate(r).tokens, full.tokens) << "after a callback threw";
-  // A callback slower than the watchdog: the kernel stops waiting and the run fails, naming the host's answer.
-  r.on_step = [](int64_t step, const int32_t*, int64_t) {
-    if (step == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    return true;
-  };
-  try {
-    gpu->generate(r);
-    ADD_FAILURE() << "a host slower than the watchdog was not reported";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), Status::deadlock) << e.what();
-    EXPECT_NE(std::string(e.what()).find("waited for the host's answer before pass 3"), std::string::npos) << e.what();
-  }
-  r.on_step = nullptr;
-  EXPECT_EQ(gpu->generate(r).tokens, full.tokens) << "after the watchdog stopped a resident run";
-  r.multi_step = false;
-  EXPECT_EQ(gpu->generate(r).tokens, full.tokens) << "step mode after the watchdog stopped a resident run";
 }
 
 }  // namespace

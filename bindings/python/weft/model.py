@@ -69,8 +69,8 @@ class Model(Handle):
         ([batch, steps]) feeds step j >= 1 with forced_ids[:, j-1] instead of the previous argmax.
         on_step(step, tokens) is called after every step with its tokens (int32 array [batch], a copy); a return
         of False stops the generation there (Generation.steps_done). With multi_step the kernel stays resident
-        and waits for each call (it must return within the model's watchdog time); an exception raised in it
-        stops the generation and is raised again here."""
+        and runs the next step while the call runs (a call must return within about a step plus half the
+        model's watchdog time); an exception raised in it stops the generation and is raised again here."""
         ids = _rows(prompts, "prompts")
         batch, prompt_len = ids.shape
         steps = int(steps)
