@@ -9,7 +9,7 @@
 #include "core/error.hpp"
 #include "gpu_test_util.hpp"
 #include "models/device_generator.hpp"
-#include "test_models.hpp"
+#include "tiny_generation.hpp"
 
 namespace weft {
 namespace {
@@ -18,31 +18,9 @@ namespace fs = std::filesystem;
 using test::DeviceTensor;
 using test::GpuSession;
 
-struct TinyModel {
-  // ffn > 0: that FFN width, with a max batch of 16 (8 x 8192 rows run the unfused graph: Model::graph_for; at 16
-  // rows its down projection stages x in K chunks).
-  explicit TinyModel(bool qwen, int64_t layers = 2, int64_t ffn = 0) {
-    dir = fs::temp_directory_path() / ("weft_gpu_generation_" + std::to_string(::getpid()) + (qwen ? "_q" : "_l"));
-    fs::remove_all(dir);
-    DecoderShape s = test::tiny_decoder(layers, 4, 64, qwen);
-    s.tie_word_embeddings = !qwen;
-    if (ffn > 0) s.ffn = ffn;
-    write_random_checkpoint(dir, s, 5, 0.1f);
-    model = std::make_shared<const Model>(dir, ModelOptions{ffn > 0 ? 16 : 4, 0});
-  }
-  ~TinyModel() { fs::remove_all(dir); }
-  fs::path dir;
-  std::shared_ptr<const Model> model;
-};
+using test::TinyModel;
 
-GenerateRequest request(int64_t batch, int64_t steps) {
-  GenerateRequest r;
-  r.batch = batch;
-  r.prompt_len = 5;
-  r.steps = steps;
-  for (int64_t i = 0; i < batch * r.prompt_len; ++i) r.prompt.push_back(static_cast<int32_t>((i * 37 + 11) % 1000));
-  return r;
-}
+GenerateRequest request(int64_t batch, int64_t steps) { return test::tiny_request(batch, steps); }
 
 TEST(GpuGeneration, MatchesTheReferenceTeacherForced) {
   WEFT_REQUIRE_GPU();

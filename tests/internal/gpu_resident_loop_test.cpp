@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -13,34 +13,32 @@
 #include "core/error.hpp"
 #include "gpu_test_util.hpp"
 #include "models/device_generator.hpp"
-#include "test_models.hpp"
+#include "tiny_generation.hpp"
 
 namespace weft {
 namespace {
 
-namespace fs = std::filesystem;
 using test::GpuSession;
 
-struct TinyQwen {
-  TinyQwen() {
-    dir = fs::temp_directory_path() / ("weft_gpu_resident_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    write_random_checkpoint(dir, test::tiny_decoder(3, 4, 64, true), 5, 0.1f);
-    model = std::make_shared<const Model>(dir, ModelOptions{4, 0});
-  }
-  ~TinyQwen() { fs::remove_all(dir); }
-  fs::path dir;
-  std::shared_ptr<const Model> model;
-};
+GenerateRequest request(int64_t batch, int64_t steps) { return test::tiny_request(batch, steps); }
 
-GenerateRequest request(int64_t batch, int64_t steps) {
-  GenerateRequest r;
-  r.batch = batch;
-  r.prompt_len = 5;
-  r.steps = steps;
-  for (int64_t i = 0; i < batch * r.prompt_len; ++i) r.prompt.push_back(static_cast<int32_t>((i * 37 + 11) % 1000));
-  return r;
-}
+// A three-layer tiny Qwen3 and a GPU generator for it (with the given watchdog; 0: the default).
+class GpuResidentLoop : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_available(&why)) GTEST_SKIP() << "no GPU: " << why;
+    session_ = std::make_unique<GpuSession>();
+    model_ = std::make_unique<test::TinyModel>(true, 3);
+  }
+  std::unique_ptr<Generator> generator(int32_t watchdog_ms = 0) {
+    ProgramOptions o;
+    o.watchdog_ms = watchdog_ms;
+    return make_device_generator(model_->model, session_->context(), o);
+  }
+  std::unique_ptr<GpuSession> session_;
+  std::unique_ptr<test::TinyModel> model_;
+};
 
 // The tokens the host was handed, [batch][steps] like GenerateResult::tokens, -1 where it saw none.
 struct Seen {
@@ -58,11 +56,8 @@ struct Seen {
   }
 };
 
-TEST(GpuResidentLoop, HandsEveryStepToTheHostAndEqualsOneLaunchPerStep) {
-  WEFT_REQUIRE_GPU();
-  GpuSession session;
-  TinyQwen tm;
-  auto gpu = make_device_generator(tm.model, session.context(), ProgramOptions{});
+TEST_F(GpuResidentLoop, HandsEveryStepToTheHostAndEqualsOneLaunchPerStep) {
+  auto gpu = generator();
   for (int64_t batch : {1, 4}) {
     for (int64_t steps : {1, 2, 7, 40}) {
       GenerateRequest r = request(batch, steps);
@@ -83,11 +78,8 @@ TEST(GpuResidentLoop, HandsEveryStepToTheHostAndEqualsOneLaunchPerStep) {
   }
 }
 
-TEST(GpuResidentLoop, StopsWhereTheHostSaysAndRunsOnAfterwards) {
-  WEFT_REQUIRE_GPU();
-  GpuSession session;
-  TinyQwen tm;
-  auto gpu = make_device_generator(tm.model, session.context(), ProgramOptions{});
+TEST_F(GpuResidentLoop, StopsWhereTheHostSaysAndRunsOnAfterwards) {
+  auto gpu = generator();
   const int64_t batch = 2, steps = 12;
   GenerateRequest r = request(batch, steps);
   const GenerateResult full = gpu->generate(r);
@@ -116,11 +108,8 @@ TEST(GpuResidentLoop, StopsWhereTheHostSaysAndRunsOnAfterwards) {
   }
 }
 
-TEST(GpuResidentLoop, ForcedTokensReplaceTheFeedbackAtTheGate) {
-  WEFT_REQUIRE_GPU();
-  GpuSession session;
-  TinyQwen tm;
-  auto gpu = make_device_generator(tm.model, session.context(), ProgramOptions{});
+TEST_F(GpuResidentLoop, ForcedTokensReplaceTheFeedbackAtTheGate) {
+  auto gpu = generator();
   for (int64_t batch : {1, 3}) {
     const int64_t steps = 9;
     GenerateRequest r = request(batch, steps);
@@ -146,13 +135,8 @@ TEST(GpuResidentLoop, ForcedTokensReplaceTheFeedbackAtTheGate) {
   }
 }
 
-TEST(GpuResidentLoop, AHostErrorOrASlowHostEndsTheRunCleanly) {
-  WEFT_REQUIRE_GPU();
-  GpuSession session;
-  TinyQwen tm;
-  ProgramOptions o;
-  o.watchdog_ms = 300;
-  auto gpu = make_device_generator(tm.model, session.context(), o);
+TEST_F(GpuResidentLoop, AHostErrorOrASlowHostEndsTheRunCleanly) {
+  auto gpu = generator(300);
   // Look-ahead (the host only looks) and strict (forced tokens: the kernel waits for every answer).
   for (bool strict : {false, true}) {
     const char* mode = strict ? "strict" : "look-ahead";
