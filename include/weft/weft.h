@@ -583,8 +583,9 @@ typedef struct weft_generate_request {
      finished. With multi_step the kernel runs the next step while the call runs (without forced_ids) and a stop
      ends it after that step, whose tokens are dropped; the call must return within that step plus half the
      model's watchdog time (weft_model_options.watchdog_ms; with forced_ids, where the kernel waits for every
-     call: within the watchdog time), else the run fails with WEFT_ERROR_DEADLOCK. It must not call
-     weft_model_* functions on the same model. */
+     call: within the watchdog time), else the run fails with WEFT_ERROR_DEADLOCK. With multi_step the calling
+     thread spins while it waits for each step (one core busy for the generation), so that the tokens reach it
+     within microseconds. It must not call weft_model_* functions on the same model. */
   weft_step_fn on_step;
   void* on_step_user;
 } weft_generate_request;

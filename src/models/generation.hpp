@@ -22,8 +22,9 @@ struct GenerateRequest {
   int64_t batch = 1, prompt_len = 0, steps = 0;
   std::vector<int32_t> prompt;  // [batch][prompt_len]
   std::vector<int32_t> forced;  // empty, or [batch][steps] (the last column is never consumed)
-  // All steps in one launch. The argmax is fed back on the device unless the host must see or change each
-  // step's tokens (on_step, forced): then the kernel stays resident and waits for the host at every step.
+  // All steps in one launch, the argmax fed back on the device. With on_step the kernel hands the host each
+  // step's tokens as it goes (a stop takes effect one step later); with forced tokens it waits at every step for
+  // the host to hand it the next ones.
   bool multi_step = false;
   float* logits = nullptr;      // optional [steps][batch][vocab], step mode only
   StepCallback on_step;         // optional, called for every step in order on the calling thread
