@@ -7,6 +7,8 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -300,10 +302,15 @@ class Program {
 class Model {
  public:
   struct Generation {
-    std::vector<int32_t> tokens;   // [batch][steps]
+    std::vector<int32_t> tokens;   // [batch][steps], -1 past steps_done
     std::vector<float> step_ms;    // [steps]
     double prefill_ms = 0, decode_ms = 0;
+    int32_t steps_done = 0;
   };
+  // Called after each step with its index and tokens [batch]; false stops the generation (weft_generate_request
+  // .on_step: with multi_step a stop takes effect one step later). An exception it throws stops the generation
+  // and is rethrown by generate().
+  using StepFn = std::function<bool(int32_t step, const int32_t* tokens, int32_t batch)>;
 
   Model(const Context& context, const std::string& dir, weft_model_options options = {}) {
     options.struct_size = sizeof options;
@@ -334,8 +341,9 @@ class Model {
     check(weft_model_compile(h_, batch, &r));
     return r;
   }
-  // `prompts`: batch rows of one length. multi_step: every step in one launch (GPU).
-  Generation generate(const std::vector<std::vector<int32_t>>& prompts, int32_t steps, bool multi_step = false) {
+  // `prompts`: batch rows of one length. multi_step: every step in one launch (GPU). on_step: see StepFn.
+  Generation generate(const std::vector<std::vector<int32_t>>& prompts, int32_t steps, bool multi_step = false,
+                      const StepFn& on_step = {}) {
     if (prompts.empty()) throw Error(WEFT_ERROR_INVALID_ARGUMENT, "generate: no prompts");
     std::vector<int32_t> ids;
     for (const auto& p : prompts) {
@@ -355,11 +363,32 @@ class Model {
     r.multi_step = multi_step ? 1 : 0;
     r.out_tokens = g.tokens.data();
     r.out_step_ms = g.step_ms.data();
+    // The C callback may not throw through the library: an exception stops the generation, then is rethrown.
+    struct Relay {
+      const StepFn* fn;
+      std::exception_ptr thrown;
+      static int32_t call(void* user, int32_t step, const int32_t* tokens, int32_t n) {
+        auto* self = static_cast<Relay*>(user);
+        try {
+          return (*self->fn)(step, tokens, n) ? 0 : 1;
+        } catch (...) {
+          self->thrown = std::current_exception();
+          return 1;
+        }
+      }
+    } relay{&on_step, nullptr};
+    if (on_step) {
+      r.on_step = &Relay::call;
+      r.on_step_user = &relay;
+    }
     weft_generate_report rep{};
     rep.struct_size = sizeof rep;
-    check(weft_model_generate(h_, &r, &rep));
+    const weft_status status = weft_model_generate(h_, &r, &rep);
+    if (relay.thrown) std::rethrow_exception(relay.thrown);
+    check(status);
     g.prefill_ms = rep.prefill_ms;
     g.decode_ms = rep.decode_ms;
+    g.steps_done = rep.steps_done;
     return g;
   }
 

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "capi_test_util.hpp"
@@ -152,6 +153,21 @@ TEST_F(ModelApi, CppWrapperGeneratesTheSameTokens) {
   const weft::Model::Generation g = model.generate({{7, 8, 9}, {10, 11, 12}}, 5);
   EXPECT_EQ(g.tokens, tokens);
   EXPECT_EQ(g.step_ms.size(), 5u);
+  EXPECT_EQ(g.steps_done, 5);
+  // Streaming through the wrapper: the steps in order, a stop, and an exception from the callback rethrown.
+  std::vector<int32_t> seen;
+  const weft::Model::Generation cut = model.generate({{7, 8, 9}, {10, 11, 12}}, 5, false, [&](int32_t step, const int32_t* t, int32_t n) {
+    EXPECT_EQ(n, 2);
+    seen.push_back(step);
+    seen.push_back(t[0]);
+    return step < 1;
+  });
+  EXPECT_EQ(cut.steps_done, 2);
+  EXPECT_EQ(seen, (std::vector<int32_t>{0, tokens[0], 1, tokens[1]}));
+  EXPECT_EQ(cut.tokens[2], -1);
+  EXPECT_THROW(model.generate({{7, 8, 9}, {10, 11, 12}}, 5, false,
+                              [](int32_t, const int32_t*, int32_t) -> bool { throw std::out_of_range("from the callback"); }),
+               std::out_of_range);
   try {
     model.generate({{7, 8, 9}, {10, 11, 12}, {1, 2, 3}}, 5);
     ADD_FAILURE() << "batch 3 over max_batch 2 was accepted";
