@@ -285,7 +285,8 @@ TEST_F(ModelApi, BadArgumentsAreNamed) {
   r.out_tokens = nullptr;
   EXPECT_WEFT_ERROR(weft_model_generate(m, &r, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "out_tokens");
   EXPECT_WEFT_ERROR(weft_model_generate(m, nullptr, nullptr), WEFT_ERROR_INVALID_ARGUMENT, "request");
-  r = request({1, 2}, 1, 2, out);
+  const std::vector<int32_t> two = {1, 2};  // named: the request points into it
+  r = request(two, 1, 2, out);
   std::vector<float> logits(2 * 2048);
   r.out_logits = logits.data();
   r.multi_step = 1;
