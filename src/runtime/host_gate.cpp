@@ -59,7 +59,12 @@ int32_t HostGate::serve(int32_t steps, size_t n, bool rewrites, CUstream stream,
       if (now < next_query) continue;
       next_query = now + std::chrono::microseconds(200);
       const CUresult q = d.stream_query(stream);
-      if (q == CUDA_SUCCESS) return s;
+      if (q == CUDA_SUCCESS) {
+        // Published before the end (the last boundary needs no answer in look-ahead) but seen only now, say after
+        // this thread was descheduled: serve it. Otherwise the kernel ended on an error.
+        if (static_cast<int32_t>(word(host_).load(std::memory_order_acquire)) >= s) break;
+        return s;
+      }
       if (q != CUDA_ERROR_NOT_READY) check_cu(q, "cuStreamQuery (resident loop)");
     }
     std::memcpy(mine.data(), values, n * sizeof(int32_t));
