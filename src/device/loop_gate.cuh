@@ -40,7 +40,8 @@ __device__ __forceinline__ unsigned int gate_wait_host(unsigned int* host, unsig
 __device__ __forceinline__ void gate_publish(const weft_loop& loop, int step) {
   unsigned int* host = loop.gate_host;
   const int* tokens = loop.tokens + static_cast<size_t>(step) * loop.feed_n;
-  for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x) reinterpret_cast<volatile int*>(host + 4)[i] = tokens[i];
+  volatile int* published = reinterpret_cast<volatile int*>(host + WEFT_GATE_HEADER_WORDS);
+  for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x) published[i] = tokens[i];
   __syncthreads();
   if (threadIdx.x == 0) system_atomic_u32(host[0]).store(static_cast<unsigned int>(step), cuda::memory_order_release);
 }
@@ -80,7 +81,7 @@ __device__ __noinline__ bool loop_gate(const weft_loop& loop, int step, long lon
     int* tokens = loop.tokens + static_cast<size_t>(step) * loop.feed_n;
     if (replaced && !stop)
       for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x)
-        tokens[i] = reinterpret_cast<volatile const int*>(loop.gate_host + 4)[i];
+        tokens[i] = reinterpret_cast<volatile const int*>(loop.gate_host + WEFT_GATE_HEADER_WORDS)[i];
     if (threadIdx.x == 0) *const_cast<volatile unsigned int*>(stop_word) = stop ? 1u : 0u;
     event_notify(loop.gate_words);  // the barrier in it orders the token stores and the stop word before the release
   }

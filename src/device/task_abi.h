@@ -112,14 +112,16 @@ struct weft_env {
 // feedback output (loop_gate.cuh), so that a caller who must see each token (streaming, stopping at an end token,
 // its own next tokens) still pays one launch per generation, not one per token. gate_host is host-mapped memory:
 // [0] the boundaries whose output the device has published (boundary s: step s - 1's output), [1] the host's answer
-// for the last one it took, (s << 2) | WEFT_GATE_*; [4 ..] the published output [feed_n]. Strict (gate_lookahead
-// 0): the kernel waits at boundary s for the answer, which may rewrite the output (WEFT_GATE_REPLACED) as step s's
-// input; gate_words (device memory): [0] gate releases, monotonic like the barrier (boundary s of this launch is
-// release gate_base + s), [1] 1 when the host asked to stop. Look-ahead (gate_lookahead 1): the kernel runs step s
-// while the host looks at step s - 1's output, and waits for that answer only before the barrier that ends step s
-// (block 0, which then sets gate_words[1]); a stop takes effect one step later and the output is not rewritten.
-#define WEFT_GATE_REPLACED 1u  // the host rewrote the published output: it is the next step's input
-#define WEFT_GATE_STOP 2u      // the host asked to stop: the kernel ends before the next step
+// for the last one it took, (s << 2) | WEFT_GATE_*; [WEFT_GATE_HEADER_WORDS ..] the published output [feed_n].
+// Strict (gate_lookahead 0): the kernel waits at boundary s for the answer, which may rewrite the output
+// (WEFT_GATE_REPLACED) as step s's input; gate_words (device memory): [0] gate releases, monotonic like the barrier
+// (boundary s of this launch is release gate_base + s), [1] 1 when the host asked to stop. Look-ahead
+// (gate_lookahead 1): the kernel runs step s while the host looks at step s - 1's output, and waits for that answer
+// only before the barrier that ends step s (block 0, which then sets gate_words[1]); a stop takes effect one step
+// later and the output is not rewritten.
+#define WEFT_GATE_HEADER_WORDS 4  // gate_host's words before the published output ([2], [3] unused)
+#define WEFT_GATE_REPLACED 1u     // the host rewrote the published output: it is the next step's input
+#define WEFT_GATE_STOP 2u         // the host asked to stop: the kernel ends before the next step
 struct weft_loop {
   void* const* step_slots;  // [steps][num_slots] device pointers
   int steps;

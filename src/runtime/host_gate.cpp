@@ -14,7 +14,7 @@ namespace weft {
 
 namespace {
 
-constexpr size_t kHeaderWords = 4;
+constexpr size_t kHeaderWords = WEFT_GATE_HEADER_WORDS;
 
 std::atomic_ref<unsigned int> word(unsigned int* w) { return std::atomic_ref<unsigned int>(*w); }
 
