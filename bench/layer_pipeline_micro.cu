@@ -26,9 +26,10 @@
 //            idea, bench/handoff_micro.cu): relaxed stores, no barrier before them, no fence, no counter; the
 //            consumer's threads reload their words until every tag is the one they expect, the wait and the input
 //            stage in one.
-// Per op it reports thread 0's mean SM cycles per block in the wait, the input stage, the weights (first slot to last
-// row stored) and the release (the fence of a counter release holds the thread until the block's outstanding
-// requests are done: with a free loader's bulk copies in flight, 2,000-3,500 cycles against ~770).
+// Per op it reports thread 0's mean SM cycles per block in the wait (poll and barrier), the input stage, the weights
+// (from the input staged to the rows stored) and the release: a counter release's fence held thread 0 ~770 cycles
+// with nothing in flight, 1,200-2,500 with a free loader's bulk copies in flight, 800-1,200 with its cp.async ones
+// (H200, docs/perf.md round 41).
 //
 // Time per layer = a launch's time over steps × layers (CUDA events, median of several launches); the floor is the
 // layer's weight bytes over a device-to-device copy's bandwidth measured in the same run (2 × bytes / time, as
