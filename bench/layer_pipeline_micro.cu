@@ -1,6 +1,6 @@
-// Microbenchmark: a batch-1 decode layer chain (q/k/v, attention, o, gate/up, down; Llama-3.2-1B's and Qwen3-0.6B's
-// shapes, bf16) on every SM, to measure what the op boundaries cost when the weight stream stops at them (the
-// megakernel's way) and when it runs on through them.
+// Microbenchmark: a batch-1 decode layer chain (q/k/v, attention, o, gate/up, down; Llama-3.2-1B's, Qwen3-0.6B's
+// and Qwen3-8B's shapes, bf16) on every SM, to measure what the op boundaries cost when the weight stream stops at
+// them (the megakernel's way) and when it runs on through them.
 //
 // Every block owns an even share of each GEMV op's output rows; its weight rows are copied into a ring of 16 KiB
 // shared-memory slots by a loader (the last warp: one `cp.async.bulk` per slot completing on the slot's mbarrier, or
@@ -38,7 +38,7 @@
 //
 // Build and run on the GPU machine (sm_90):
 //   nvcc -O3 -std=c++17 -arch=sm_90a [-DLPM_WARPS=16] -o layer_pipeline_micro bench/layer_pipeline_micro.cu
-//   ./layer_pipeline_micro [--attn-ns 3000] [--steps 4] [--reps 7] [--variant I] [--shape 0|1]
+//   ./layer_pipeline_micro [--attn-ns 3000] [--steps 4] [--reps 7] [--variant I] [--shape 0|1|2]
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -84,7 +84,8 @@ struct Params {
   unsigned tag_base;  // this launch's first tag
   unsigned* counters;  // one per op instance: (step * layers + layer) * 5 + op
   Shape s;
-  int steps, slots, inflight, gated, boundaries, skip;  // skip: 1 the dot products, 2 the input stage, 4 the weight copies
+  int steps, slots, inflight, gated, boundaries;
+  int skip;  // 1: no dot products, 2: no input stage, 4: no weight copies
   long long attn_ns;
   unsigned* error;
   unsigned long long* stats;  // [op][wait, input stage, weights, release] SM cycles of thread 0, summed over blocks
@@ -92,6 +93,7 @@ struct Params {
 
 struct OpGeom {
   int n, k, r0, r1, rows_per_chunk, chunks;
+  int parts;  // slots per row: rows longer than a slot (Qwen3-8B's down, K 12288) go in parts, one per slot
   long long woff;  // the op's weight, elements from the layer's start
 };
 
@@ -106,7 +108,8 @@ __device__ __forceinline__ OpGeom op_geom(const Shape& s, int op, int b, int blo
   g.r0 = static_cast<int>(1ll * b * g.n / blocks);
   g.r1 = static_cast<int>(1ll * (b + 1) * g.n / blocks);
   g.rows_per_chunk = max(1, kSlotBytes / (g.k * 2));
-  g.chunks = (g.r1 - g.r0 + g.rows_per_chunk - 1) / g.rows_per_chunk;
+  g.parts = (g.k * 2 + kSlotBytes - 1) / kSlotBytes;
+  g.chunks = g.parts > 1 ? (g.r1 - g.r0) * g.parts : (g.r1 - g.r0 + g.rows_per_chunk - 1) / g.rows_per_chunk;
   return g;
 }
 
@@ -142,9 +145,8 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
                                           unsigned long long policy) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
-          dst),
-      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+      ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(policy)
       : "memory");
 }
 // A position in the ring: slot and the parity of its use, advanced without divisions (a 64-bit one per slot
@@ -215,7 +217,8 @@ __global__ void __launch_bounds__(kThreads, 1) layer_chain(Params p) {
   volatile int* started = reinterpret_cast<volatile int*>(bars + 2 * kMaxSlots);
   volatile int* finished = started + 1;
   volatile int* waiting = started + 2;  // the compute warps wait for an op's input
-  unsigned long long* st = reinterpret_cast<unsigned long long*>(bars + 2 * kMaxSlots + 2);  // thread 0's cycles, as p.stats
+  // Thread 0's cycles, as p.stats.
+  unsigned long long* st = reinterpret_cast<unsigned long long*>(bars + 2 * kMaxSlots + 2);
   const unsigned long long t0 = global_ns();
 
   if (threadIdx.x == 0) {
@@ -264,21 +267,23 @@ __global__ void __launch_bounds__(kThreads, 1) layer_chain(Params p) {
             while (*started < inst) guard(t0, p.error, 5);
           }
         }
-        const int row = g.r0 + j * g.rows_per_chunk;
-        const int rows = min(g.rows_per_chunk, g.r1 - row);
+        const int row = g.parts > 1 ? g.r0 + j / g.parts : g.r0 + j * g.rows_per_chunk;
+        const int rows = g.parts > 1 ? 1 : min(g.rows_per_chunk, g.r1 - row);
+        const long long part_off = g.parts > 1 ? 1ll * (j % g.parts) * (g.k / g.parts) : 0;  // elements
+        const int bytes = g.parts > 1 ? g.k * 2 / g.parts : rows * g.k * 2;
         if (p.skip & 4) {  // the slot as it is: what the compute warps take without the stream
           mbar_arrive(smem_addr(bars + slot));
         } else if (p.cpasync) {
-          const char* src = reinterpret_cast<const char*>(w + 1ll * row * g.k);
+          const char* src = reinterpret_cast<const char*>(w + 1ll * row * g.k + part_off);
           const unsigned dst = smem_addr(ring + slot * kSlotBytes);
-          for (int o = loader_lane * 16; o < rows * g.k * 2; o += 512)
+          for (int o = loader_lane * 16; o < bytes; o += 512)
             asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst + o), "l"(src + o),
                          "l"(policy)
                          : "memory");
           asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bars + slot))
                        : "memory");
         } else
-          bulk_load(smem_addr(ring + slot * kSlotBytes), w + 1ll * row * g.k, static_cast<unsigned>(rows * g.k * 2),
+          bulk_load(smem_addr(ring + slot * kSlotBytes), w + 1ll * row * g.k + part_off, static_cast<unsigned>(bytes),
                     smem_addr(bars + slot), policy);
       }
       prev = inst;
@@ -319,7 +324,8 @@ __global__ void __launch_bounds__(kThreads, 1) layer_chain(Params p) {
         for (int k = 0; k < 4; ++k) {
           const __nv_bfloat16 r = __float2bfloat16(squash(q[k] + part));
           if (p.tagged)
-            st_relaxed(p.t_attn + b * outs + i + k, static_cast<unsigned>(__bfloat16_as_ushort(r)) << 16 | tag_of(p, inst));
+            st_relaxed(p.t_attn + b * outs + i + k,
+                       static_cast<unsigned>(__bfloat16_as_ushort(r)) << 16 | tag_of(p, inst));
           else
             p.attn_out[b * outs + i + k] = r;
         }
@@ -401,24 +407,44 @@ __global__ void __launch_bounds__(kThreads, 1) layer_chain(Params p) {
     for (int j = 0; j < g.chunks; ++j, at.next(p.slots)) {
       const int slot = at.slot;
       mbar_wait(smem_addr(bars + slot), at.parity, t0, p.error, 7);
-      const int first = j * g.rows_per_chunk, end = min(first + g.rows_per_chunk, g.r1 - g.r0);
       const uint4* units = reinterpret_cast<const uint4*>(ring + slot * kSlotBytes);
-      for (int i = first + (warp - first % kComputeWarps + kComputeWarps) % kComputeWarps; i < (p.skip & 1 ? 0 : end);
-           i += kComputeWarps) {
-        const uint4* wr = units + (i - first) * upr;
-        float d0 = 0.0f, d1 = 0.0f;
-        for (int col = lane; col < upr; col += 128) {  // every row here is a multiple of 128 units
-          uint4 wv[4], xv[4];
+      if (g.parts > 1) {  // part j % parts of row j / parts, which the row's warp adds up
+        const int i = j / g.parts, pj = j % g.parts, pu = upr / g.parts;
+        if (warp == i % kComputeWarps && !(p.skip & 1)) {
+          const uint4* xr = xs + pj * pu;
+          float d0 = 0.0f, d1 = 0.0f;
+          for (int col = lane; col < pu; col += 128) {  // every part here is a multiple of 128 units
+            uint4 wv[4], xv[4];
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            wv[k] = wr[col + 32 * k];
-            xv[k] = xs[col + 32 * k];
+            for (int k = 0; k < 4; ++k) {
+              wv[k] = units[col + 32 * k];
+              xv[k] = xr[col + 32 * k];
+            }
+            d0 += dot8(wv[0], xv[0]) + dot8(wv[2], xv[2]);
+            d1 += dot8(wv[1], xv[1]) + dot8(wv[3], xv[3]);
           }
-          d0 += dot8(wv[0], xv[0]) + dot8(wv[2], xv[2]);
-          d1 += dot8(wv[1], xv[1]) + dot8(wv[3], xv[3]);
+          const float d = warp_sum(d0 + d1);
+          if (lane == 0) part[i] = pj == 0 ? d : part[i] + d;
         }
-        const float d = warp_sum(d0 + d1);
-        if (lane == 0) part[i] = d;
+      } else {  // rows [first, end) whole
+        const int first = j * g.rows_per_chunk, end = min(first + g.rows_per_chunk, g.r1 - g.r0);
+        for (int i = first + (warp - first % kComputeWarps + kComputeWarps) % kComputeWarps;
+             i < (p.skip & 1 ? 0 : end); i += kComputeWarps) {
+          const uint4* wr = units + (i - first) * upr;
+          float d0 = 0.0f, d1 = 0.0f;
+          for (int col = lane; col < upr; col += 128) {  // every row here is a multiple of 128 units
+            uint4 wv[4], xv[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+              wv[k] = wr[col + 32 * k];
+              xv[k] = xs[col + 32 * k];
+            }
+            d0 += dot8(wv[0], xv[0]) + dot8(wv[2], xv[2]);
+            d1 += dot8(wv[1], xv[1]) + dot8(wv[3], xv[3]);
+          }
+          const float d = warp_sum(d0 + d1);
+          if (lane == 0) part[i] = d;
+        }
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_addr(bars + kMaxSlots + slot));
@@ -504,25 +530,44 @@ int main(int argc, char** argv) {
   std::printf("copy %.3f TB/s\n\n", copy_bw / 1e12);
 
   const Shape shapes[] = {{"Llama-3.2-1B", 2048, 3072, 2048, 8192, 64, 16},
-                          {"Qwen3-0.6B", 1024, 4096, 2048, 3072, 128, 28}};
-  const Variant variants[] = {{"stream, no copies (compute only) 8/4", 8, 4, 0, 0, 4},
-                              {"stream, loads only 8/4", 8, 4, 0, 0, 3}, {"stream, loads only 11/8", 11, 8, 0, 0, 3},
-                              {"stream, no input stage 8/4", 8, 4, 0, 0, 2}, {"stream, no dot products 8/4", 8, 4, 0, 0, 1},
-                              {"stream (no waits) 8/2", 8, 2, 0, 0}, {"stream (no waits) 8/4", 8, 4, 0, 0}, {"gated 4/3", 4, 3, 1, 1}, {"free 4/2", 4, 2, 0, 1},
-                              {"free 4/3", 4, 3, 0, 1},          {"free 8/2", 8, 2, 0, 1}, {"free 8/3", 8, 3, 0, 1},
-                              {"free 11/1", 11, 1, 0, 1}, {"free 11/2", 11, 2, 0, 1},        {"free 11/3", 11, 3, 0, 1}, {"free 11/6", 11, 6, 0, 1},
-                              {"paused 8/2", 8, 2, 2, 1}, {"paused 11/2", 11, 2, 2, 1}, {"paused 11/3", 11, 3, 2, 1},
-                              {"paused 11/4", 11, 4, 2, 1},
-                              {"tagged: gated 4/3", 4, 3, 1, 1, 0, 1}, {"tagged: free 8/2", 8, 2, 0, 1, 0, 1},
-                              {"tagged: free 11/1", 11, 1, 0, 1, 0, 1}, {"tagged: free 11/2", 11, 2, 0, 1, 0, 1},
-                              {"tagged: free 11/3", 11, 3, 0, 1, 0, 1},
-                              {"cp.async: gated 4/3", 4, 3, 1, 1, 0, 0, 1}, {"cp.async: free 11/2", 11, 2, 0, 1, 0, 0, 1},
-                              {"cp.async: free 11/3", 11, 3, 0, 1, 0, 0, 1},
-                              {"cp.async, tagged: free 11/2", 11, 2, 0, 1, 0, 1, 1},
-                              {"cp.async: stream (no waits) 8/4", 8, 4, 0, 0, 0, 0, 1}};
+                          {"Qwen3-0.6B", 1024, 4096, 2048, 3072, 128, 28},
+                          {"Qwen3-8B", 4096, 6144, 4096, 12288, 128, 36}};
+  // --variant takes the index in this table.
+  const Variant variants[] = {
+      {"stream, no copies (compute only) 8/4", 8, 4, 0, 0, 4},  // 0
+      {"stream, loads only 8/4", 8, 4, 0, 0, 3},  // 1
+      {"stream, loads only 11/8", 11, 8, 0, 0, 3},  // 2
+      {"stream, no input stage 8/4", 8, 4, 0, 0, 2},  // 3
+      {"stream, no dot products 8/4", 8, 4, 0, 0, 1},  // 4
+      {"stream (no waits) 8/2", 8, 2, 0, 0},  // 5
+      {"stream (no waits) 8/4", 8, 4, 0, 0},  // 6
+      {"gated 4/3", 4, 3, 1, 1},  // 7
+      {"free 4/2", 4, 2, 0, 1},  // 8
+      {"free 4/3", 4, 3, 0, 1},  // 9
+      {"free 8/2", 8, 2, 0, 1},  // 10
+      {"free 8/3", 8, 3, 0, 1},  // 11
+      {"free 11/1", 11, 1, 0, 1},  // 12
+      {"free 11/2", 11, 2, 0, 1},  // 13
+      {"free 11/3", 11, 3, 0, 1},  // 14
+      {"free 11/6", 11, 6, 0, 1},  // 15
+      {"paused 8/2", 8, 2, 2, 1},  // 16
+      {"paused 11/2", 11, 2, 2, 1},  // 17
+      {"paused 11/3", 11, 3, 2, 1},  // 18
+      {"paused 11/4", 11, 4, 2, 1},  // 19
+      {"tagged: gated 4/3", 4, 3, 1, 1, 0, 1},  // 20
+      {"tagged: free 8/2", 8, 2, 0, 1, 0, 1},  // 21
+      {"tagged: free 11/1", 11, 1, 0, 1, 0, 1},  // 22
+      {"tagged: free 11/2", 11, 2, 0, 1, 0, 1},  // 23
+      {"tagged: free 11/3", 11, 3, 0, 1, 0, 1},  // 24
+      {"cp.async: gated 4/3", 4, 3, 1, 1, 0, 0, 1},  // 25
+      {"cp.async: free 11/2", 11, 2, 0, 1, 0, 0, 1},  // 26
+      {"cp.async: free 11/3", 11, 3, 0, 1, 0, 0, 1},  // 27
+      {"cp.async, tagged: free 11/2", 11, 2, 0, 1, 0, 1, 1},  // 28
+      {"cp.async: stream (no waits) 8/4", 8, 4, 0, 0, 0, 0, 1}  // 29
+  };
   const int ctx = 128;
   long long launches = 0;
-  for (int si = 0; si < 2; ++si) {
+  for (int si = 0; si < 3; ++si) {
     const Shape& s = shapes[si];
     if (only_shape >= 0 && si != only_shape) continue;
     Params p{};
@@ -565,8 +610,8 @@ int main(int argc, char** argv) {
     const double floor_us = layer_bytes / copy_bw * 1e6;
     std::printf("%s: %d layers, %.1f MB of weights per layer, floor %.2f us per layer (%.1f us for the layers)\n",
                 s.name, s.layers, layer_bytes / 1e6, floor_us, floor_us * s.layers);
-    std::printf("| variant (slots / in flight) | us per layer | floor / time | us per token's layers | per op, mean cycles "
-                "of a block's thread 0: wait / input stage / weights / release |\n|---|---|---|---|---|\n");
+    std::printf("| variant (slots / in flight) | us per layer | floor / time | us per token's layers | per op, mean "
+                "cycles of a block's thread 0: wait / input stage / weights / release |\n|---|---|---|---|---|\n");
     for (int vi = 0; vi < static_cast<int>(sizeof(variants) / sizeof(variants[0])); ++vi) {
       const Variant& v = variants[vi];
       if (only_variant >= 0 && vi != only_variant) continue;
