@@ -401,8 +401,9 @@ __global__ void __launch_bounds__(kThreads, 1) layer_chain(Params p) {
     if (threadIdx.x == 0) *started = inst;  // the op's input is here: a gated loader may request the rest
     c0 = clock64();
     if (threadIdx.x == 0) st[op * 4 + 1] += c0 - c1;
-    // Warp w takes the op's rows w, w + 7, ... whole (its lanes every 32nd unit of a row, 4 units in flight), so
-    // that each warp goes through the slots at its own pace; every warp waits for every slot before releasing it.
+    // Warp w takes the op's rows w, w + W, ... whole (W compute warps; its lanes every 32nd unit of a row, 4 units
+    // in flight), so that each warp goes through the slots at its own pace; every warp waits for every slot before
+    // releasing it.
     const int upr = g.k / 8;
     for (int j = 0; j < g.chunks; ++j, at.next(p.slots)) {
       const int slot = at.slot;
