@@ -585,7 +585,7 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&bufs, buf_elems * 2));
     unsigned* tbufs = nullptr;
     CHECK(cudaMalloc(&tbufs, buf_elems * 4));
-    CHECK(cudaMemset(tbufs, 0, buf_elems * 4));  // tag 0: no launch's (tags start at 1)
+    CHECK(cudaMemset(tbufs, 0, buf_elems * 4));  // tag 0: a launch's first tag is never 0 (later ones wrap past it)
     p.t_qkv = tbufs;
     p.t_attn = p.t_qkv + s.nqkv;
     p.t_o = p.t_attn + s.dq;
