@@ -177,6 +177,22 @@ __device__ __forceinline__ float dot8(uint4 w, uint4 x) {
   const float b = lo(w.z) * lo(x.z) + hi(w.z) * hi(x.z) + lo(w.w) * lo(x.w) + hi(w.w) * hi(x.w);
   return a + b;
 }
+// A warp's dot product of `n` 16-byte units of weights (a row, or a part of one) with the input's: lane l takes
+// units l, l + 32, ... four at a time (n is a multiple of 128 for every shape here), summed across the lanes.
+__device__ __forceinline__ float row_dot(const uint4* w, const uint4* x, int n, int lane) {
+  float d0 = 0.0f, d1 = 0.0f;
+  for (int col = lane; col < n; col += 128) {
+    uint4 wv[4], xv[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      wv[k] = w[col + 32 * k];
+      xv[k] = x[col + 32 * k];
+    }
+    d0 += dot8(wv[0], xv[0]) + dot8(wv[2], xv[2]);
+    d1 += dot8(wv[1], xv[1]) + dot8(wv[3], xv[3]);
+  }
+  return warp_sum(d0 + d1);
+}
 __device__ __forceinline__ float bf(const __nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ float squash(float v) { return v / (1.0f + fabsf(v)); }
 
@@ -412,38 +428,14 @@ __global__ void __launch_bounds__(kThreads, 1) layer_chain(Params p) {
       if (g.parts > 1) {  // part j % parts of row j / parts, which the row's warp adds up
         const int i = j / g.parts, pj = j % g.parts, pu = upr / g.parts;
         if (warp == i % kComputeWarps && !(p.skip & 1)) {
-          const uint4* xr = xs + pj * pu;
-          float d0 = 0.0f, d1 = 0.0f;
-          for (int col = lane; col < pu; col += 128) {  // every part here is a multiple of 128 units
-            uint4 wv[4], xv[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              wv[k] = units[col + 32 * k];
-              xv[k] = xr[col + 32 * k];
-            }
-            d0 += dot8(wv[0], xv[0]) + dot8(wv[2], xv[2]);
-            d1 += dot8(wv[1], xv[1]) + dot8(wv[3], xv[3]);
-          }
-          const float d = warp_sum(d0 + d1);
+          const float d = row_dot(units, xs + pj * pu, pu, lane);
           if (lane == 0) part[i] = pj == 0 ? d : part[i] + d;
         }
       } else {  // rows [first, end) whole
         const int first = j * g.rows_per_chunk, end = min(first + g.rows_per_chunk, g.r1 - g.r0);
         for (int i = first + (warp - first % kComputeWarps + kComputeWarps) % kComputeWarps;
              i < (p.skip & 1 ? 0 : end); i += kComputeWarps) {
-          const uint4* wr = units + (i - first) * upr;
-          float d0 = 0.0f, d1 = 0.0f;
-          for (int col = lane; col < upr; col += 128) {  // every row here is a multiple of 128 units
-            uint4 wv[4], xv[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              wv[k] = wr[col + 32 * k];
-              xv[k] = xs[col + 32 * k];
-            }
-            d0 += dot8(wv[0], xv[0]) + dot8(wv[2], xv[2]);
-            d1 += dot8(wv[1], xv[1]) + dot8(wv[3], xv[3]);
-          }
-          const float d = warp_sum(d0 + d1);
+          const float d = row_dot(units + (i - first) * upr, xs, upr, lane);
           if (lane == 0) part[i] = d;
         }
       }
