@@ -96,6 +96,7 @@ class Dump {
     key.push_back(o.tensor_cores ? '1' : '0');
     key.push_back(o.wide_smem ? '1' : '0');
     key.push_back(o.one_row_f16 ? '1' : '0');
+    key.push_back(o.weight_loader ? '1' : '0');
     for (const std::string& f : o.extra_flags) key += '\0' + f;
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
@@ -246,7 +247,7 @@ std::vector<char> read_library_override(const std::string& dir, const std::strin
 }  // namespace
 
 std::string device_library_name(const CompileOptions& o) {
-  if (!o.tensor_cores) return o.arch + (o.one_row_f16 ? "_simt_f16" : "_simt");
+  if (!o.tensor_cores) return o.arch + (o.one_row_f16 ? "_simt_f16" : o.weight_loader ? "_simt_loader" : "_simt");
   return o.wide_smem ? o.arch + "_wide" : o.arch;
 }
 

@@ -24,10 +24,14 @@ struct CompileOptions {
   // instead of the bf16 ones ("<arch>_simt"); either runs every tile, the other dtype's out of line
   // (WEFT_DEVLIB_ONE_ROW_DTYPE, device/gemv_stream.cuh; lower: one_row_tiles_f16).
   bool one_row_f16 = false;
+  // Without tensor_cores, bf16 one-row tiles, sm_90 on: link the weight loader's library ("<arch>_simt_loader",
+  // WEFT_DEVLIB_LOADER, device/weight_loader.cuh), whose kernel is launched with WEFT_SMEM_BYTES_LOADER
+  // (lower_for_weight_loader); the generated part is the same.
+  bool weight_loader = false;
 };
 
-// The device library a kernel compiled with `options` links: "<arch>", "<arch>_wide", "<arch>_simt" or
-// "<arch>_simt_f16".
+// The device library a kernel compiled with `options` links: "<arch>", "<arch>_wide", "<arch>_simt",
+// "<arch>_simt_f16" or "<arch>_simt_loader".
 std::string device_library_name(const CompileOptions& options);
 
 struct CompiledKernel {

@@ -17,7 +17,7 @@
 
 namespace weft_dev {
 
-static_assert(WEFT_ARGMAX_MAX_SPLIT <= WEFT_BLOCK_THREADS, "the last part reads one entry per thread");
+static_assert(WEFT_DEV_LOADER || WEFT_ARGMAX_MAX_SPLIT <= WEFT_BLOCK_THREADS, "the last part reads one entry per thread");
 
 template <typename T>
 __device__ __forceinline__ void argmax_split(const weft_task_args* a, const weft_env* env, char* smem) {
@@ -39,6 +39,12 @@ __device__ __forceinline__ void argmax_split(const weft_task_args* a, const weft
   if (!arrive_last_of(reinterpret_cast<unsigned int*>(a->d[5]), static_cast<unsigned int>(parts))) return;
   ArgKey c = no_arg_key();
   if (tid() < parts) c = ArgKey{__ldcg(entries + 2 * tid()), __ldcg(entries + 2 * tid() + 1)};
+#if WEFT_DEV_LOADER
+  for (int e = tid() + WEFT_BLOCK_THREADS; e < parts; e += WEFT_BLOCK_THREADS) {  // fewer op threads than parts
+    const ArgKey o{__ldcg(entries + 2 * e), __ldcg(entries + 2 * e + 1)};
+    if (key_better(o, c)) c = o;
+  }
+#endif
   c = block_argkey(c, scratch);
   if (tid() == 0) {
     void* o = env->slots[a->out];

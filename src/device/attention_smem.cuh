@@ -141,7 +141,7 @@ __device__ __forceinline__ i64 attn_clamp_pos(i64 p, i64 s_dim) { return p < 0 ?
 __device__ __forceinline__ bool attn_smem_outside(i64 p, const AttnSmemPlan& s) {
   if (p >= 0 && p <= s.cap - 1) return false;
   cp_async_wait<0>();
-  __syncthreads();
+  block_sync();
   return true;
 }
 
@@ -262,7 +262,7 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
       }
     }
   }
-  __syncthreads();
+  block_sync();
   // 2. Softmax statistics per head: scores become exp(s - max), inv_l = 1 / their sum.
   for (int g = warp(); g < group; g += WEFT_BLOCK_WARPS) {
     float* sc = s.score + g * s.cap;
@@ -278,7 +278,7 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
       if (lane() == 0) s.inv_l[g] = 1.0f / sum;
     }
   }
-  __syncthreads();
+  block_sync();
   // 3. Weighted sum of V.
   const T* vs = reinterpret_cast<const T*>(s.v) + lane() * D;
   for (int g0 = 0; g0 < group; g0 += G) {
@@ -305,7 +305,7 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
 #pragma unroll
       for (int k = 0; k < D; ++k) part[g * HD + k] = acc[g][k];
   }
-  __syncthreads();
+  block_sync();
   if constexpr (SPLIT) {
     for (int i = tid(); i < group * HD; i += WEFT_BLOCK_THREADS) {
       float sum = 0.0f;
@@ -430,7 +430,7 @@ __device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, cons
     s.score[lane() * s.cap + w0] = m;
     s.score[lane() * s.cap + w0 + 1] = l;
   }
-  __syncthreads();
+  block_sync();
   // 4. Each output from the 8 warps' parts of its head at their common max; a warp without timesteps weighs 0.
   T* o = io.o + (b * io.hkv + s.kvh) * G * HD;
   for (int i = tid(); i < G * HD; i += WEFT_BLOCK_THREADS) {
@@ -498,7 +498,7 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
   const uint4* vn4 = reinterpret_cast<const uint4*>(vn);
   uint4 first = make_uint4(0u, 0u, 0u, 0u);
   if (e0 < nu) first = attn_new_unit<UNITS>(q4, kn4, vn4, qu, e0);
-  __syncthreads();  // the prologue's note of its position is visible
+  block_sync();  // the prologue's note of its position is visible
   if (attn_smem_outside(p, s)) return false;
   const i64 base = b * s_dim * row_kv + s.kvh * HD;
   const int pi = static_cast<int>(p);
@@ -519,7 +519,7 @@ __device__ __forceinline__ bool attention_smem_fast(const weft_task_args* a, con
     }
   }
   cp_async_wait<0>();
-  __syncthreads();
+  block_sync();
   attn_smem_attend_any<T, D, G>(io, s, b, pi, block_phases);
   return true;
 }

@@ -99,7 +99,7 @@ constexpr int kAttnNoteIdle = 1, kAttnNoteCopied = 2, kAttnNoteWhole = 3;
 
 // The mode the prologue noted (after a barrier that publishes it), whatever position it saw.
 __device__ __forceinline__ int attn_split_noted_mode(const char* smem) {
-  __syncthreads();  // the prologue's note (a task without waits has no barrier in between)
+  block_sync();  // the prologue's note (a task without waits has no barrier in between)
   return *reinterpret_cast<const volatile int*>(smem + kAttnNoteMode);
 }
 
@@ -112,7 +112,7 @@ __device__ __forceinline__ void attn_split_note(char* smem, int what, i64 raw) {
 
 // After the wait, with the position `raw` loaded now: what the prologue noted, or -1 when it saw another position.
 __device__ __forceinline__ int attn_split_noted(const char* smem, i64 raw) {
-  __syncthreads();  // the prologue's note (a task without waits has no barrier in between)
+  block_sync();  // the prologue's note (a task without waits has no barrier in between)
   if (*reinterpret_cast<const volatile long long*>(smem + kAttnNotePos) != raw) return -1;
   return *reinterpret_cast<const volatile int*>(smem + kAttnNoteMode);
 }
@@ -137,7 +137,7 @@ __device__ __forceinline__ void attn_split_missing_rows(const weft_task_args* a,
                       *reinterpret_cast<const volatile long long*>(smem + kAttnNotePos) == raw;
   if (copied) return;  // uniform: every thread reads the same note
   cp_async_wait<0>();
-  __syncthreads();
+  block_sync();
   attn_split_copy<T>(a, io, s, r, pi);
 }
 
@@ -148,7 +148,7 @@ __device__ __forceinline__ void attn_split_missing_rows(const weft_task_args* a,
 template <typename T, int HD>
 __device__ __forceinline__ void attn_split_merge(const AttnIo<T>& io, const AttnSplit& sp, const AttnPart& r,
                                                  int group, int kvh, i64 b, int pi) {
-  __syncthreads();  // every thread's entry words are written before thread 0 releases them
+  block_sync();  // every thread's entry words are written before thread 0 releases them
   if (!arrive_last_of(sp.counter, static_cast<unsigned int>(sp.parts))) return;
   const int words = 2 * group * HD;
   T* o = io.o + (b * io.hkv + kvh) * group * HD;

@@ -235,17 +235,17 @@ __device__ __forceinline__ float group_sum(float v, int width) {
 // WEFT_BLOCK_WARPS floats of shared memory; the leading barrier makes back-to-back calls safe.
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
   v = warp_sum(v);
-  __syncthreads();
+  block_sync();
   if (lane() == 0) scratch[warp()] = v;
-  __syncthreads();
+  block_sync();
   return warp_sum(lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : 0.0f);
 }
 
 __device__ __forceinline__ float block_max(float v, float* scratch) {
   v = warp_max(v);
-  __syncthreads();
+  block_sync();
   if (lane() == 0) scratch[warp()] = v;
-  __syncthreads();
+  block_sync();
   return warp_max(lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : neg_inf());
 }
 

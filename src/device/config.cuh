@@ -5,8 +5,14 @@
 
 #include "task_abi.h"
 
-// Every device op is called by all threads of a block of exactly this many threads.
+// Every device op is called by all threads of a block of exactly this many threads (224 in the weight loader's
+// library, below: its block has a warp more, WEFT_LAUNCH_THREADS in all).
+#if defined(WEFT_DEVLIB_LOADER) && WEFT_DEVLIB_LOADER
+#define WEFT_BLOCK_THREADS 224
+#else
 #define WEFT_BLOCK_THREADS 256
+#endif
+#define WEFT_LAUNCH_THREADS 256
 #define WEFT_WARP_THREADS 32
 #define WEFT_BLOCK_WARPS (WEFT_BLOCK_THREADS / WEFT_WARP_THREADS)
 
@@ -30,7 +36,29 @@
 #define WEFT_SMEM_BYTES_BASE (160 * 1024)
 #define WEFT_SMEM_BYTES_WIDE (220 * 1024)
 #define WEFT_SMEM_WIDE_MIN_SM 90  // compute capability (x10) from which WEFT_SMEM_BYTES_WIDE fits a block
-#if defined(WEFT_DEVLIB_WIDE_SMEM) && WEFT_DEVLIB_WIDE_SMEM
+// The weight loader (WEFT_DEVLIB_LOADER=1, the CUDA-core library "<arch>_simt_loader", sm_90 on; weight_loader.cuh):
+// the block's last warp copies the one-row GEMV tiles' weights into a ring of WEFT_LOADER_SLOTS slots that lies past
+// the ops' shared memory, streaming on through the tasks' boundaries, and the ops run on the other 7 warps
+// (WEFT_BLOCK_THREADS 224 in that library: a 9th warp would cap every thread at 168 registers, as the register
+// file's four quarters each hold at most 3 warps' of a 288-thread block; 65536 / 96 = 170). The ops get
+// WEFT_SMEM_BYTES_LOADER_OPS (the ring, its mbarriers and the compute warps' ring positions beside it fill the
+// block's 227 KiB, less the task loop's static shared memory); the kernel is launched with WEFT_SMEM_BYTES_LOADER.
+// Host code (lowering) always sees the 8-warp values.
+#define WEFT_LOADER_SLOTS 8
+#define WEFT_LOADER_SLOT_BYTES (8 * 2048)  // a 2 KiB stage per compute warp, at most 8 of them
+#define WEFT_LOADER_RING_BYTES (WEFT_LOADER_SLOTS * WEFT_LOADER_SLOT_BYTES)
+#define WEFT_LOADER_CONTROL_BYTES (2 * WEFT_LOADER_SLOTS * 8 + 16 + 4 * 8)
+#define WEFT_SMEM_BYTES_LOADER_OPS (88 * 1024)
+#define WEFT_SMEM_BYTES_LOADER (WEFT_SMEM_BYTES_LOADER_OPS + WEFT_LOADER_RING_BYTES + WEFT_LOADER_CONTROL_BYTES)
+#define WEFT_LOADER_MIN_SM 90
+#if defined(WEFT_DEVLIB_LOADER) && WEFT_DEVLIB_LOADER
+#define WEFT_DEV_LOADER 1
+#else
+#define WEFT_DEV_LOADER 0
+#endif
+#if WEFT_DEV_LOADER
+#define WEFT_SMEM_BYTES WEFT_SMEM_BYTES_LOADER_OPS
+#elif defined(WEFT_DEVLIB_WIDE_SMEM) && WEFT_DEVLIB_WIDE_SMEM
 #define WEFT_SMEM_BYTES WEFT_SMEM_BYTES_WIDE
 #else
 #define WEFT_SMEM_BYTES WEFT_SMEM_BYTES_BASE

@@ -34,7 +34,7 @@ constexpr int kMmaGroupRows = 8;                     // weight rows of a group (
 constexpr int kMmaStageK = WEFT_MMA_K_MULTIPLE;      // k per stage: 8 rows x 256 bytes = 2 KiB per warp
 constexpr int kMmaUnitsPerRow = kMmaStageK * 2 / 16;  // 16-byte units per weight row of a stage
 static_assert(kMmaGroupRows * kMmaStageK * 2 <= kGemvMaxStageBytes, "an mma stage fits a ring slot");
-static_assert(WEFT_MMA_PARTIAL_BYTES_PER_ROW == WEFT_BLOCK_WARPS * 2 * kMmaGroupRows * 4,
+static_assert(WEFT_MMA_PARTIAL_BYTES_PER_ROW >= WEFT_BLOCK_WARPS * 2 * kMmaGroupRows * 4,
               "each warp keeps two partial groups per x row");
 
 template <typename T>
@@ -289,7 +289,7 @@ __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T
   // have a range (a tile of fewer stages than warps leaves some empty). A tile whose ranges all start at a group's
   // first stage (evenly split: every boundary between groups) has none and skips the loop, whose divisions alone
   // took ~1 us (Llama-1B's gate/up tiles at batch 32: 26.0 -> 24.7 us; the step 2.2% faster, docs/perf.md round 32).
-  if (!__syncthreads_or(cut_start)) return;
+  if (!block_sync_or(cut_start)) return;
   const int per_group = kMmaGroupRows * rows;
   for (int e = tid(); e < (WEFT_BLOCK_WARPS - 1) * per_group; e += WEFT_BLOCK_THREADS) {
     const int b = e / per_group + 1, col = (e % per_group) / rows, row = e % rows;

@@ -33,6 +33,12 @@ __device__ __forceinline__ bool gemv_plan_record_fits(i64 k) {
   return kGemvRingBytes + k * static_cast<i64>(sizeof(OneRowT)) <= kGemvPlanRecordOffset;
 }
 
+// The slots of a one-row tile of n output columns in the weight loader's ring: its widest warp's stages (warps take
+// n / WEFT_BLOCK_WARPS columns, the first n % WEFT_BLOCK_WARPS one more; gemv_stream_plan).
+__device__ __forceinline__ i64 one_row_slots(i64 n, i64 spr) {
+  return (n / WEFT_BLOCK_WARPS + (n % WEFT_BLOCK_WARPS != 0 ? 1 : 0)) * spr;
+}
+
 __device__ __forceinline__ bool is_gemv_op(int op) {
   return op == WEFT_DEV_OP_LINEAR || op == WEFT_DEV_OP_RMSNORM_LINEAR || op == WEFT_DEV_OP_SILU_MUL_LINEAR;
 }
@@ -60,9 +66,19 @@ __device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, co
     silu_mul_x_rows<T>(xs, k, x, 0, 1, k);
   else
     stage_x_rows(xs, k, x, k, k, 1);
-  __syncthreads();
+  block_sync();
   const LinearOut<T> out{in_ptr<T>(a, env, w_in + 1), in_ptr<T>(a, env, w_in + 2), out_ptr<T>(a, env), a->d[1]};
+#if WEFT_DEV_LOADER
+  // The weight loader's stream (weight_loader.cuh): every warp walks the tile's slots, as many as its widest warp's
+  // stages. A failed wait has recorded its error; the launch reports it.
+  if (env->tuning & WEFT_TUNE_LOADER_OFF)
+    gemv_stream_units<T, 1, kGemvOneRowUnits>(a, w, st, xs, smem, out);
+  else
+    gemv_stream_units<T, 1, kGemvOneRowUnits, LinearOut<T>, true>(a, w, st, xs, smem, out, env,
+                                                                   one_row_slots(a->col1 - a->col0, st.spr));
+#else
   gemv_stream_units<T, 1, kGemvOneRowUnits>(a, w, st, xs, smem, out);
+#endif
   return true;
 }
 

@@ -10,6 +10,7 @@
 #define WEFT_DEVICE_GEMV_STREAM_CUH
 
 #include "common.cuh"
+#include "weight_ring.cuh"
 
 namespace weft_dev {
 
@@ -53,7 +54,7 @@ static_assert(kGemvPrologueStages >= 1 && kGemvPrologueStages <= kGemvStages - 1
 static_assert(kGemvStages == 4, "`WEFT_GEMV_PROLOGUE_STAGES < 3` in gemv_stream_units stands for < kGemvStages - 1");
 constexpr int kGemvStreamRows = 8;  // x rows a streamed tile may have (one accumulator each)
 constexpr int kGemvScratchBytes = WEFT_GEMV_SCRATCH_BYTES;
-static_assert(kGemvRingBytes == WEFT_BLOCK_WARPS * kGemvStages * kGemvMaxStageBytes, "the ring holds every warp's stages");
+static_assert(kGemvRingBytes >= WEFT_BLOCK_WARPS * kGemvStages * kGemvMaxStageBytes, "the ring holds every warp's stages");
 static_assert(kGemvRingBytes < WEFT_SMEM_BYTES, "the GEMV ring must leave room for x");
 
 // What one warp streams: weight rows [n0, n1) of the tile, each `spr` stages of `units` 16-byte units per lane.
@@ -177,22 +178,35 @@ __device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, co
 // After the wait, with x rows staged in shared memory at xs (row stride K): consumes the stream. out(row, n, acc)
 // stores one result; with R == 1, out.pre(row, n) loads what an output adds (an Out::Pre) ahead of its sum,
 // out.value(acc, pre) adds it and out.put(row, n, value) stores it (LinearOut, ops_linear.cuh). R >= the tile's x
-// rows.
-template <typename T, int R, int U, typename Out>
-__device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const T* w, const GemvStream& st,
-                                                  const T* xs, char* smem, Out out) {
+// rows. Loaded (WEFT_DEV_LOADER's one-row tiles): the stages come from the weight loader's ring (weight_ring.cuh)
+// instead of this warp's own cp.async ring, `slots` of them (the tile's most stages of any warp); false when a wait
+// for one failed (an error is recorded).
+template <typename T, int R, int U, typename Out, bool Loaded = false>
+__device__ __forceinline__ bool gemv_stream_units(const weft_task_args* a, const T* w, const GemvStream& st,
+                                                  const T* xs, char* smem, Out out, const weft_env* env = nullptr,
+                                                  i64 slots = 0) {
   constexpr int N = Vec<T>::N;
   const i64 k = a->d[0];
   const int rows = static_cast<int>(a->row1 - a->row0);
   char* ring = gemv_ring(smem);
   GemvCursor issue, use;
-  for (int s = 0; s < kGemvPrologueStages; ++s) issue.next(st.spr);  // the prologue's stages
-#if WEFT_GEMV_PROLOGUE_STAGES < 3
-  for (int s = kGemvPrologueStages; s < kGemvStages - 1; ++s) {  // the rest of the ring, now that x is staged
-    gemv_issue<T, U>(ring, s, w, st, k, issue);
-    issue.next(st.spr);
+#if WEFT_DEV_LOADER
+  RingPos at;
+  if constexpr (Loaded) {
+    static_assert(R == 1 && U == 4, "the loader streams the one-row tiles");
+    ring = loader_ring(smem) + warp() * kLoaderStageBytes;
+    at = RingPos::of(loader_control(smem)->pos[warp()]);
   }
 #endif
+  if constexpr (!Loaded) {
+    for (int s = 0; s < kGemvPrologueStages; ++s) issue.next(st.spr);  // the prologue's stages
+#if WEFT_GEMV_PROLOGUE_STAGES < 3
+    for (int s = kGemvPrologueStages; s < kGemvStages - 1; ++s) {  // the rest of the ring, now that x is staged
+      gemv_issue<T, U>(ring, s, w, st, k, issue);
+      issue.next(st.spr);
+    }
+#endif
+  }
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
@@ -210,10 +224,19 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
   }
   int slot = 0;
   while (st.n0 + use.row < st.n1) {
-    gemv_issue<T, U>(ring, (slot + kGemvStages - 1) % kGemvStages, w, st, k, issue);
-    issue.next(st.spr);
-    cp_async_wait<kGemvStages - 1>();
-    const char* mine = ring + slot * kGemvMaxStageBytes + lane() * 16;
+    const char* mine;
+#if WEFT_DEV_LOADER
+    if constexpr (Loaded) {
+      if (!ring_wait_full(smem, at, env)) return false;
+      mine = ring + at.slot * WEFT_LOADER_SLOT_BYTES + lane() * 16;
+    }
+#endif
+    if constexpr (!Loaded) {
+      gemv_issue<T, U>(ring, (slot + kGemvStages - 1) % kGemvStages, w, st, k, issue);
+      issue.next(st.spr);
+      cp_async_wait<kGemvStages - 1>();
+      mine = ring + slot * kGemvMaxStageBytes + lane() * 16;
+    }
     const T* xc = xs + use.part * (U * 512 / static_cast<i64>(sizeof(T))) + lane() * N;
 #pragma unroll
     for (int i = 0; i < U; ++i) {
@@ -236,7 +259,14 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
         }
       }
     }
-    slot = slot + 1 == kGemvStages ? 0 : slot + 1;
+#if WEFT_DEV_LOADER
+    if constexpr (Loaded) {
+      ring_release(smem, at);
+      at.next();
+      --slots;
+    }
+#endif
+    if constexpr (!Loaded) slot = slot + 1 == kGemvStages ? 0 : slot + 1;
     if (R == 1 && use.part + 1 == st.spr) {  // a weight row is done: lane (row % 32) keeps it
       float part = 0.0f;
       if constexpr (U == 4) {
@@ -270,7 +300,19 @@ __device__ __forceinline__ void gemv_stream_units(const weft_task_args* a, const
     }
     use.next(st.spr);
   }
+#if WEFT_DEV_LOADER
+  if constexpr (Loaded) {
+    for (; slots > 0; --slots) {  // the slots past this warp's rows: other warps' stages
+      if (!ring_wait_full(smem, at, env)) return false;
+      ring_release(smem, at);
+      at.next();
+    }
+    if (lane() == 0) loader_control(smem)->pos[warp()] = at.word();
+    return true;
+  }
+#endif
   cp_async_wait<0>();  // nothing of this task is left in flight when the next one reuses the ring
+  return true;
 }
 
 template <typename T, int R, typename Out>

@@ -71,11 +71,11 @@ __device__ __forceinline__ void split_run(const weft_task_args* a, const weft_en
   float* blocks = reinterpret_cast<float*>(a->d[4]);
   float* mine = blocks + static_cast<size_t>(sp.part) * block;
   stage_x_rows(xs, ldx, x + a->row0 * k + sp.k0, k, sp.kc, rows);
-  __syncthreads();
+  block_sync();
   gemv_mma_run<T>(a, w + sp.k0, sp.ms, xs, ldx, psum, smem, [&](i64 row, i64 n, float v) {
     mine[static_cast<unsigned int>(row - a->row0) * cols + static_cast<unsigned int>(n - a->col0)] = v;
   });
-  __syncthreads();  // every thread's sums are written before thread 0 releases them
+  block_sync();  // every thread's sums are written before thread 0 releases them
   if (!arrive_last_of(reinterpret_cast<unsigned int*>(a->d[5]), sp.parts)) return;
   for (unsigned int e = tid(); e < block; e += WEFT_BLOCK_THREADS) {
     float v = __ldcg(blocks + e);

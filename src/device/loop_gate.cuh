@@ -41,8 +41,8 @@ __device__ __forceinline__ void gate_publish(const weft_loop& loop, int step) {
   unsigned int* host = loop.gate_host;
   const int* tokens = loop.tokens + static_cast<size_t>(step) * loop.feed_n;
   volatile int* published = reinterpret_cast<volatile int*>(host + WEFT_GATE_HEADER_WORDS);
-  for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x) published[i] = tokens[i];
-  __syncthreads();
+  for (int i = threadIdx.x; i < loop.feed_n; i += op_threads()) published[i] = tokens[i];
+  block_sync();
   if (threadIdx.x == 0) system_atomic_u32(host[0]).store(static_cast<unsigned int>(step), cuda::memory_order_release);
 }
 
@@ -76,11 +76,11 @@ __device__ __noinline__ bool loop_gate(const weft_loop& loop, int step, long lon
     if (threadIdx.x == 0) flags = gate_wait_host(loop.gate_host, static_cast<unsigned int>(step), timeout_cycles, env);
     // The answer reaches the block through barriers, not a __shared__ word: static shared memory in the library
     // moves the launch's dynamic block and costs every task (device_compile_test, docs/perf.md rounds 17 and 40).
-    const bool stop = __syncthreads_or(flags & WEFT_GATE_STOP) != 0;
-    const bool replaced = __syncthreads_or(flags & WEFT_GATE_REPLACED) != 0;
+    const bool stop = block_sync_or(flags & WEFT_GATE_STOP) != 0;
+    const bool replaced = block_sync_or(flags & WEFT_GATE_REPLACED) != 0;
     int* tokens = loop.tokens + static_cast<size_t>(step) * loop.feed_n;
     if (replaced && !stop)
-      for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x)
+      for (int i = threadIdx.x; i < loop.feed_n; i += op_threads())
         tokens[i] = reinterpret_cast<volatile const int*>(loop.gate_host + WEFT_GATE_HEADER_WORDS)[i];
     if (threadIdx.x == 0) *const_cast<volatile unsigned int*>(stop_word) = stop ? 1u : 0u;
     event_notify(loop.gate_words);  // the barrier in it orders the token stores and the stop word before the release

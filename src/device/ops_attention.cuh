@@ -94,9 +94,9 @@ __device__ void rope_impl(const weft_task_args* a, const weft_env* env, char* sm
     const T* xr = x + r * cdim;
     T* orow = o + r * cdim;
     if (cached) {
-      __syncthreads();  // the previous row's readers are done
+      block_sync();  // the previous row's readers are done
       for (i64 i = tid(); i < half; i += WEFT_BLOCK_THREADS) rope_cos_sin(rp, p, i, cs[i], sn[i]);
-      __syncthreads();
+      block_sync();
     }
     for (i64 e = tid(); e < pairs; e += WEFT_BLOCK_THREADS) {
       const i64 h = h0 + e / half, i = e % half;
@@ -186,7 +186,7 @@ __device__ void attn_pv_vec(const T* vb, i64 row_kv, i64 hd, i64 tc, int gc, con
   const bool active = slice < slices;
   const bool warp_shuffle = nvec < WEFT_WARP_THREADS && (nvec & (nvec - 1)) == 0;
   for (i64 e = tid(); e < gc * hd; e += WEFT_BLOCK_THREADS) sm.acc[e] *= sm.rescale[e / hd];
-  __syncthreads();  // rescaled before any partial sum is added
+  block_sync();  // rescaled before any partial sum is added
   for (int h0 = 0; h0 < gc; h0 += kAttnPvHeads) {
     const int hc = gc - h0 < kAttnPvHeads ? gc - h0 : kAttnPvHeads;
     float acc[kAttnPvHeads][N];
@@ -250,7 +250,7 @@ __device__ void attn_pv_vec(const T* vb, i64 row_kv, i64 hd, i64 tc, int gc, con
             for (int e = 0; e < N; ++e) dst[e] += acc[h][e];
           }
       }
-      __syncthreads();
+      block_sync();
     }
   }
 }
@@ -289,7 +289,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
     const i64 p = io.pos_staged ? *io.pos_staged : load_int(pos, pdt, b);
     for (i64 kvh = kv0; kvh < kv1; ++kvh) {
       T* ob = o + b * hq * hd + kvh * unit_cols;
-      __syncthreads();  // the previous unit's readers of smem and of the caches are done
+      block_sync();  // the previous unit's readers of smem and of the caches are done
       if (p < 0 || p >= s_dim || sm.heads == 0) {
         zero_bytes(ob, unit_cols * esize, esize, tid(), WEFT_BLOCK_THREADS);
         if (tid() == 0 && sm.heads != 0)
@@ -308,7 +308,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
       for (i64 g0 = 0; g0 < group; g0 += sm.heads) {
         const int gc = static_cast<int>(group - g0 < sm.heads ? group - g0 : sm.heads);
         const T* qh = io.q + b * io.q_row + kvh * io.q_kv + g0 * hd;
-        __syncthreads();
+        block_sync();
         for (i64 e = tid(); e < gc * hd; e += WEFT_BLOCK_THREADS) {
           sm.q[e] = to_f(qh[e]);
           sm.acc[e] = 0.0f;
@@ -317,7 +317,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
           sm.m[tid()] = neg_inf();
           sm.l[tid()] = 0.0f;
         }
-        __syncthreads();
+        block_sync();
 
         for (i64 t0 = 0; t0 < steps; t0 += sm.chunk) {
           const i64 tc = steps - t0 < sm.chunk ? steps - t0 : sm.chunk;
@@ -365,10 +365,10 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
               }
             }
           }
-          __syncthreads();
-          // 2. softmax statistics, one warp per head
-          if (warp() < gc) {
-            const int g = warp();
+          block_sync();
+          // 2. softmax statistics, one warp per head (a warp takes two where the block has fewer warps than
+          //    heads: the weight loader's 7 op warps, WEFT_DEV_LOADER)
+          for (int g = warp(); g < gc; g += WEFT_BLOCK_WARPS) {
             float* sc = sm.score + g * sm.chunk;
             const float m_old = sm.m[g], m_new = nan_max(m_old, warp_max_of(sc, tc));
             const float rescale = m_old == neg_inf() ? 0.0f : expf(m_old - m_new);
@@ -382,7 +382,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
               sm.rescale[g] = rescale;
             }
           }
-          __syncthreads();
+          block_sync();
           // 3. weighted sum of V
           if (pv_vec) {
             attn_pv_vec<T>(vb + t0 * row_kv, row_kv, hd, tc, gc, sm);
@@ -405,7 +405,7 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
               sm.acc[e] = acc;
             }
           }
-          __syncthreads();  // scores are rewritten by the next chunk
+          block_sync();  // scores are rewritten by the next chunk
         }
         T* og = ob + g0 * hd;
         for (i64 e = tid(); e < gc * hd; e += WEFT_BLOCK_THREADS) og[e] = from_f<T>(sm.acc[e] / sm.l[e / hd]);

@@ -193,11 +193,11 @@ __device__ void qkv_stage_inputs(const weft_task_args* a, const weft_env* env, c
   const i64 p = load_int(in_ptr<void>(a, env, 3), a->i[0], b);
   T xr[kQkvPer];
   if (warp() < group + 2) qkv_load_head<T>(head_src(warp()), hd, xr);
-  __syncthreads();  // the prologue's table (a task without waits has no barrier in between)
+  block_sync();  // the prologue's table (a task without waits has no barrier in between)
   if (*st.pos_used != p) {  // the prologue read another position (one the graph computes) or none
-    __syncthreads();
+    block_sync();
     qkv_rope_table<T>(a, st, p);
-    __syncthreads();
+    block_sync();
   }
   const float eps = a->f[1];
   const bool interleaved = a->i[2] == 1;
@@ -207,7 +207,7 @@ __device__ void qkv_stage_inputs(const weft_task_args* a, const weft_env* env, c
     const T* w = h < group ? wq : h == group ? wk : nullptr;
     qkv_stage_head<T>(head_src(h), xr, dst, w, h <= group, st, hd, eps, interleaved);
   }
-  __syncthreads();
+  block_sync();
 }
 
 // Head h of the fused path's tile (q heads, then k, then v; the tile's kv head kvh) from qkv's row: element
@@ -263,7 +263,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
       rs[k] = rope[HD / 2 + i];
     }
   }
-  __syncthreads();  // the prologue's rope table and note of its position are visible
+  block_sync();  // the prologue's rope table and note of its position are visible
   const i64 p = attn_clamp_pos(pg, io.s_dim);
   AttnPart r{};
   if constexpr (SPLIT) {
@@ -274,7 +274,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
     }
     if (r.mode == kAttnGeneral) {  // the prologue's copies land before the general path reuses smem
       cp_async_wait<0>();
-      __syncthreads();
+      block_sync();
       return false;
     }
   } else {
@@ -283,9 +283,9 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   const int pi = static_cast<int>(p);
   // The prologue read another position (one the graph computes) or none (a split part without timesteps needs none).
   if (!TABLE && (!SPLIT || r.steps > 0) && *st.pos_used != p) {
-    __syncthreads();
+    block_sync();
     qkv_rope_table<T>(a, st, p);
-    __syncthreads();
+    block_sync();
   }
   const i64 row_kv = static_cast<i64>(hkv) * HD, base = b * io.s_dim * row_kv + kvh * HD;
   int own = pi, heads = group + 2;  // row p among the smem rows; the heads to stage (q, then k and v)
@@ -355,7 +355,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
     }
   }
   cp_async_wait<0>();
-  __syncthreads();
+  block_sync();
   if constexpr (SPLIT) {
     if (r.steps > 0)
       attn_smem_attend_any<T, D, G, true>(io, s, b, r.steps - 1, block_phases, sp.block + sp.part * (2 * group * HD));
@@ -452,10 +452,10 @@ __device__ __noinline__ void attention_decode_qkv_split(const weft_task_args* a,
   if (noted == kAttnNoteIdle) return;
   if (noted < 0) {  // uniform
     cp_async_wait<0>();
-    __syncthreads();
+    block_sync();
     attn_split_note(smem, 0, -1);
     if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;
-    __syncthreads();
+    block_sync();
   }
   if (sp.part == 0 && attn_smem_run<T, AttnQkvSmemInstance>(a, env, smem)) return;
   if (attn_smem_run<T, AttnQkvSplitInstance>(a, env, smem) || sp.part != 0) return;

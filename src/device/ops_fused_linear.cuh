@@ -131,7 +131,7 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
     if (spare != nullptr && aligned16(x) && aligned16(nw)) {
       stage_rows_async(xs, ldx, x + a->row0 * k, k, k, rows);
       stage_rows_async(spare, k, nw, k, k, 1);
-      __syncthreads();
+      block_sync();
       for (i64 r = warp(); r < rows; r += WEFT_BLOCK_WARPS) rmsnorm_row_in_place<T>(xs + r * ldx, spare, k, eps);
     } else if (k <= kNormWarpMaxCols && rows > 1) {
       for (i64 r = warp(); r < rows; r += WEFT_BLOCK_WARPS)

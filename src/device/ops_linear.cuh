@@ -21,9 +21,10 @@ constexpr int kGemvRows = 8;
 constexpr int kGemvUnroll = 8;  // 4 measured the same on an H100, 16 slower (register cap)
 constexpr long long kGemvMaxRows = 16;
 
-constexpr int kTileM = 64, kTileN = 64, kTileK = 16, kTilePad = 4;
+// kTileM: 64 rows of 16 x 16 threads; 56 of the weight loader's 14 x 16 op threads (WEFT_DEV_LOADER).
+constexpr int kTileM = WEFT_BLOCK_THREADS / 16 * 4, kTileN = 64, kTileK = 16, kTilePad = 4;
 constexpr int kTileLdA = kTileM + kTilePad, kTileLdB = kTileN + kTilePad;  // float4-aligned rows
-static_assert(WEFT_BLOCK_THREADS == 256, "the tiled GEMM maps 16 x 16 threads to 4 x 4 outputs each");
+static_assert(WEFT_BLOCK_THREADS % 16 == 0, "the tiled GEMM maps rows of 16 threads to 4 x 4 outputs each");
 static_assert((kTileK * (kTileLdA + kTileLdB)) * 4 <= WEFT_SMEM_BYTES, "GEMM tiles exceed WEFT_SMEM_BYTES");
 
 // ---- GEMV ----
@@ -122,9 +123,9 @@ __device__ void linear_gemv(const weft_task_args* a, const T* x, const T* w, con
     const int rows = static_cast<int>(a->row1 - r0 < chunk ? a->row1 - r0 : chunk);
     const T* xs = x + r0 * k;
     if (stage) {
-      __syncthreads();  // the previous chunk's readers are done with smem
+      block_sync();  // the previous chunk's readers are done with smem
       copy_bytes(smem, xs, rows * row_bytes, static_cast<int>(sizeof(T)), tid(), WEFT_BLOCK_THREADS);
-      __syncthreads();
+      block_sync();
       xs = reinterpret_cast<const T*>(smem);
     }
     const bool vec = w_vec && aligned16(xs);
@@ -149,7 +150,7 @@ __device__ void gemm_block(const T* a_rows, const T* b, i64 k, i64 ldb, int rows
     for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
   const int t = tid(), tx = t % 16, ty = t / 16;
   for (i64 k0 = 0; k0 < k; k0 += kTileK) {
-    __syncthreads();  // the previous step's readers are done
+    block_sync();  // the previous step's readers are done
     // A tile, k fastest (coalesced along A's rows), stored k-major for float4 reads below.
     for (int idx = t; idx < kTileM * kTileK; idx += WEFT_BLOCK_THREADS) {
       const int m = idx / kTileK, kk = idx % kTileK;
@@ -170,7 +171,7 @@ __device__ void gemm_block(const T* a_rows, const T* b, i64 k, i64 ldb, int rows
       if (n < cols && kg < k) v = to_f(kBT ? b[n * k + kg] : b[kg * ldb + n]);
       bs[kk * kTileLdB + n] = v;
     }
-    __syncthreads();
+    block_sync();
 #pragma unroll
     for (int kk = 0; kk < kTileK; ++kk) {
       const float4 av = *reinterpret_cast<const float4*>(&as[kk * kTileLdA + ty * 4]);
@@ -281,17 +282,17 @@ __device__ __noinline__ bool linear_chunked(const weft_task_args* a, const weft_
   for (i64 k0 = 0; k0 < k; k0 += kc) {
     if (k0 > 0) {
       gemv_mma_prologue<T>(a, w + k0, ms, smem);  // this warp's ring is drained and no other warp reads it
-      __syncthreads();                             // every warp is done with the last chunk's x, parts and sums
+      block_sync();                             // every warp is done with the last chunk's x, parts and sums
     }
     stage_x_rows(xs, ldx, x + a->row0 * k + k0, k, kc, rows);
-    __syncthreads();
+    block_sync();
     const bool first = k0 == 0;
     gemv_mma_run<T>(a, w + k0, ms, xs, ldx, parts, smem, [&](i64 row, i64 n, float v) {
       float& s = sums[(row - a->row0) * cols + (n - a->col0)];  // one thread per output and chunk
       s = first ? v : s + v;
     });
   }
-  __syncthreads();
+  block_sync();
   for (i64 e = tid(); e < rows * cols; e += WEFT_BLOCK_THREADS) out(a->row0 + e / cols, a->col0 + e % cols, sums[e]);
   return true;
 }
@@ -316,7 +317,7 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
       float* parts = reinterpret_cast<float*>(xs + rows * ldx);  // 16-byte aligned: ldx * 2 is a multiple of 16
       T* spare = reinterpret_cast<T*>(parts + rows * (WEFT_MMA_PARTIAL_BYTES_PER_ROW / 4));
       stage(xs, rows, ldx, spare);
-      __syncthreads();
+      block_sync();
       gemv_mma_run<T>(a, w, ms, xs, ldx, parts, smem, out);
       return true;
     }
@@ -324,7 +325,7 @@ __device__ bool linear_streamed(const weft_task_args* a, const weft_env* env, ch
   const GemvStream st = gemv_stream_plan<T>(a, w);
   if (st.units == 0) return false;
   stage(xs, rows, k, static_cast<T*>(nullptr));
-  __syncthreads();
+  block_sync();
   if (rows == 1) gemv_stream_run<T, 1>(a, w, st, xs, smem, out);
   else if (rows == 2) gemv_stream_run<T, 2>(a, w, st, xs, smem, out);
   else if (rows <= 4) gemv_stream_run<T, 4>(a, w, st, xs, smem, out);

@@ -63,13 +63,13 @@ __device__ __forceinline__ bool linear_silu_mul_mma(const weft_task_args* a, con
   const int rows = static_cast<int>(a->row1 - a->row0), cols = static_cast<int>(a->col1 - a->col0);
   const SwigluTile<T> t(a, smem);
   stage_x_rows(t.xs, t.ldx, x + a->row0 * k, k, k, rows);
-  __syncthreads();
+  block_sync();
   T* ob = t.ob;
   const i64 row0 = a->row0;
   const int ld = t.ld;
   auto keep = [=](i64 row, i64 n, float v) { ob[static_cast<int>(row - row0) * ld + static_cast<int>(n)] = from_f<T>(v); };
   gemv_mma_run<T, decltype(keep), true>(a, w, ms, t.xs, t.ldx, t.parts, smem, keep);
-  __syncthreads();  // every sum is in ob: stored from the loop, or by the cut groups' reduction
+  block_sync();  // every sum is in ob: stored from the loop, or by the cut groups' reduction
   for (int e = tid(); e < rows * cols; e += WEFT_BLOCK_THREADS) {
     const int r = static_cast<int>(static_cast<unsigned>(e) / static_cast<unsigned>(cols)), c = e - r * cols;
     const T* gu = ob + r * ld + (c / kMmaGroupRows) * 2 * kMmaGroupRows + c % kMmaGroupRows;

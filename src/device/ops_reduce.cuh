@@ -81,9 +81,9 @@ __device__ __forceinline__ i64 argmax_row(const T* x, i64 n, int t, int nt, ArgB
   });
   b = warp_argbest(b);
   if constexpr (kBlock) {
-    __syncthreads();
+    block_sync();
     if (lane() == 0) scratch[warp()] = b;
-    __syncthreads();
+    block_sync();
     b = lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : ArgBest{neg_inf(), 0x7fffffffffffffffll};
     b = warp_argbest(b);
   }
@@ -120,9 +120,9 @@ __device__ __forceinline__ ArgKey no_arg_key() { return ArgKey{static_cast<int>(
 // The block's best of every thread's candidate, in every thread. Called by all threads of the block.
 __device__ __forceinline__ ArgKey block_argkey(ArgKey b, ArgKey* scratch) {
   b = warp_argkey(b);
-  __syncthreads();
+  block_sync();
   if (lane() == 0) scratch[warp()] = b;
-  __syncthreads();
+  block_sync();
   return warp_argkey(lane() < WEFT_BLOCK_WARPS ? scratch[lane()] : no_arg_key());
 }
 
@@ -208,9 +208,9 @@ __device__ void reduce_kind(const weft_task_args* a, const T* x, T* o, bool mean
           visit_row(x + e * len, len, tid(), WEFT_BLOCK_THREADS, [&](i64, float v) { acc = Acc::add(acc, v); });
           for (int off = WEFT_WARP_THREADS / 2; off > 0; off >>= 1)
             acc = Acc::add(acc, __shfl_xor_sync(WEFT_FULL_MASK, acc, off));
-          __syncthreads();
+          block_sync();
           if (lane() == 0) scratch[warp()] = acc;
-          __syncthreads();
+          block_sync();
           if (tid() == 0) {
             float r = scratch[0];
             for (int w = 1; w < WEFT_BLOCK_WARPS; ++w) r = Acc::add(r, scratch[w]);

@@ -168,6 +168,9 @@ __device__ __forceinline__ void linear_stream_prologue_hot(const weft_task_args*
     const bool record = st.units == kGemvOneRowUnits && a->row1 - a->row0 == 1 && gemv_plan_record_fits(a->d[0]);
     if (lane() == 0) *gemv_plan_record(smem) = GemvPlanRecord{w, st.n0, st.n1, st.spr, record ? env->task_index : -1, 0};
     __syncwarp();  // seen by the warp's other lanes also where no barrier comes before the run (a task without waits)
+#if WEFT_DEV_LOADER
+    if (record && !(env->tuning & WEFT_TUNE_LOADER_OFF)) return;  // the weight loader streams it (weight_loader.cuh)
+#endif
     if (st.units == kGemvOneRowUnits) {
       gemv_prologue_units<OneRowT, kGemvOneRowUnits>(a, w, st, smem);
       return;

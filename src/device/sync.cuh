@@ -20,6 +20,37 @@ typedef cuda::atomic_ref<unsigned int, cuda::thread_scope_device> weft_device_at
 // writes error_info ([0] the running task, [1..3] the op's details), so the info always matches the code.
 namespace weft_dev {
 
+// Barriers over the threads that run the ops (WEFT_BLOCK_THREADS): the whole block, or all but the weight loader's
+// warp (WEFT_DEV_LOADER, weight_loader.cuh), which runs ahead of them and never joins their barriers.
+__device__ __forceinline__ void block_sync() {
+#if WEFT_DEV_LOADER
+  asm volatile("bar.sync 1, %0;" ::"n"(WEFT_BLOCK_THREADS) : "memory");
+#else
+  __syncthreads();
+#endif
+}
+__device__ __forceinline__ int block_sync_or(int p) {
+#if WEFT_DEV_LOADER
+  int r;
+  asm volatile(
+      "{ .reg .pred p, q; setp.ne.s32 p, %1, 0; bar.red.or.pred q, 1, %2, p; selp.s32 %0, 1, 0, q; }"
+      : "=r"(r)
+      : "r"(p), "n"(WEFT_BLOCK_THREADS)
+      : "memory");
+  return r;
+#else
+  return __syncthreads_or(p);
+#endif
+}
+// The stride of a loop over the op threads (blockDim.x where they are the whole block: the code as it was).
+__device__ __forceinline__ unsigned int op_threads() {
+#if WEFT_DEV_LOADER
+  return WEFT_BLOCK_THREADS;
+#else
+  return blockDim.x;
+#endif
+}
+
 __device__ __forceinline__ void record_error(const weft_env* env, unsigned int code, unsigned int info1,
                                              unsigned int info2, unsigned int info3) {
   if (env == nullptr || env->error == nullptr) return;
@@ -76,7 +107,7 @@ __device__ __forceinline__ bool event_wait(unsigned int* counter, unsigned int t
                                            const weft_env* env, int event) {
   const int failed = threadIdx.x == 0 && !weft_poll_event(counter, target, timeout_cycles, env, event);
   // Also the barrier that hands thread 0's acquire on to the whole block.
-  return __syncthreads_or(failed) == 0;
+  return block_sync_or(failed) == 0;
 }
 
 // Called by every thread of the block: waits for all `count` waits of a task at once, thread i polling wait i,
@@ -86,12 +117,12 @@ __device__ __forceinline__ bool event_wait(unsigned int* counter, unsigned int t
 __device__ __forceinline__ bool wait_all(const weft_wait& mine, const weft_wait* waits, int count, unsigned int* events,
                                          unsigned int epoch, long long timeout_cycles, const weft_env* env) {
   int failed = 0;
-  for (int w = threadIdx.x; w < count; w += blockDim.x) {
+  for (int w = threadIdx.x; w < count; w += op_threads()) {
     const weft_wait wt = w == static_cast<int>(threadIdx.x) ? mine : waits[w];
     if (!weft_poll_event(&events[wt.event], wt.count * epoch, timeout_cycles, env, wt.event)) failed = 1;
   }
   // The barrier hands each polling thread's acquire on to the whole block.
-  return __syncthreads_or(failed) == 0;
+  return block_sync_or(failed) == 0;
 }
 
 // The staged task whose arguments an op runs on: the task loop hands every op &weft_task::args.
@@ -117,7 +148,7 @@ __device__ __forceinline__ bool wait_in_op(const weft_task_args* a, const weft_e
 
 // Called by every thread of the block after it wrote its part of the task's output.
 __device__ __forceinline__ void event_notify(unsigned int* counter) {
-  __syncthreads();
+  block_sync();
   if (threadIdx.x == 0) {
     weft_device_atomic_u32 c(*counter);
     c.fetch_add(1u, cuda::memory_order_release);
@@ -128,8 +159,8 @@ __device__ __forceinline__ void event_notify(unsigned int* counter) {
 // event counters, thread i releasing counter i (the barrier first orders every thread's writes before them).
 // `mine` is notifies[threadIdx.x] when threadIdx.x < count, loaded by the caller ahead of time.
 __device__ __forceinline__ void notify_all(unsigned int* events, int mine, const int* notifies, int count) {
-  __syncthreads();
-  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+  block_sync();
+  for (int i = threadIdx.x; i < count; i += op_threads()) {
     weft_device_atomic_u32 c(events[i == static_cast<int>(threadIdx.x) ? mine : notifies[i]]);
     c.fetch_add(1u, cuda::memory_order_release);
   }
@@ -147,7 +178,7 @@ __device__ __forceinline__ bool arrive_last_of(unsigned int* counter, unsigned i
     weft_device_atomic_u32 arrived(*counter);
     last = ((arrived.fetch_add(1u, cuda::memory_order_acq_rel) + 1u) & (parts - 1u)) == 0u;
   }
-  return __syncthreads_or(last) != 0;
+  return block_sync_or(last) != 0;
 }
 
 }  // namespace weft_dev

@@ -96,6 +96,11 @@ struct weft_env {
 #define WEFT_TUNE_SLOW_POLL 2u     // back off up to 2 us between polls of an event (default 256 ns)
 #define WEFT_TUNE_FAST_POLL 4u     // back off up to 32 ns
 #define WEFT_TUNE_ATTN_BLOCK_PHASES 8u  // attention's shared-memory tiles and split parts attend block-wide (as before)
+// Bits 8..11: the weight loader's slots in flight (WEFT_DEV_LOADER, weight_loader.cuh; 0: its default, 2).
+#define WEFT_TUNE_LOADER_INFLIGHT_SHIFT 8
+// The weight loader's library with its loader idle: the one-row tiles stream by their warps' own rings, on the 7 op
+// warps (what the loader's warp costs them, measured apart from what it brings).
+#define WEFT_TUNE_LOADER_OFF (1u << 12)
 // Never set: allocation-ticket builds of the device library (WEFT_DEVLIB_TICKET, task_loop.cuh) branch on it to
 // stores that must not run.
 #define WEFT_TUNE_TICKET_NEVER (1u << 30)

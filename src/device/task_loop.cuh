@@ -30,6 +30,7 @@
 #include "ops_norm.cuh"
 #include "ops_reduce.cuh"
 #include "prefetch.cuh"
+#include "weight_loader.cuh"
 
 namespace weft_dev {
 
@@ -128,12 +129,12 @@ __device__ __forceinline__ const weft_task_args* clip_task(weft_task* t, const w
   const bool cols = (t->clip >> 8) != 0;
   if ((cols ? a->col0 : a->row0) >= lim) return nullptr;
   if ((cols ? a->col1 : a->row1) <= lim) return a;
-  __syncthreads();  // every thread has read the bounds before thread 0 changes them
+  block_sync();  // every thread has read the bounds before thread 0 changes them
   if (tid() == 0) {
     if (cols) a->col1 = lim;
     else a->row1 = lim;
   }
-  __syncthreads();
+  block_sync();
   return a;
 }
 
@@ -175,8 +176,8 @@ __device__ __forceinline__ void load_edges(const weft_task& t, const weft_queues
 // from a shared copy: after a wait every global line in L1 is invalid (the acquire), and reading the
 // descriptor, the tables and the slots from L2 then cost a few dependent round trips per task (~1-2 us of
 // set-up measured with WEFT_TRACE), on the critical path whenever a task's inputs are ready before its set-up.
-extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
-  using namespace weft_dev;
+namespace weft_dev {
+__device__ __forceinline__ void run_queues(const weft_queues* queues) {
   __shared__ __align__(16) weft_task staged[2];
   __shared__ void* shared_slots[kSharedSlots];
   const weft_queues q = *queues;
@@ -192,8 +193,8 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
   env.epoch = q.epoch;
   const int steps = loop.steps > 0 ? loop.steps : 1;
   if (loop.steps > 0 && blockIdx.x == 0) {
-    for (int i = threadIdx.x; i < loop.feed_n; i += blockDim.x) loop.tokens[i] = loop.feed_src[i];
-    for (int i = threadIdx.x; i < loop.steps * loop.feed_n; i += blockDim.x)
+    for (int i = threadIdx.x; i < loop.feed_n; i += op_threads()) loop.tokens[i] = loop.feed_src[i];
+    for (int i = threadIdx.x; i < loop.steps * loop.feed_n; i += op_threads())
       loop.counters[i] = loop.counter_src[i % loop.feed_n] + i / loop.feed_n;
   }
   const int begin = q.queue_offsets[blockIdx.x], end = q.queue_offsets[blockIdx.x + 1];
@@ -231,7 +232,7 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
     int cur = __ldg(q.queue_tasks + begin);
     int next = begin + 1 < end ? __ldg(q.queue_tasks + begin + 1) : -1;
     if (tid() < kTaskWords) reinterpret_cast<unsigned int*>(&staged[0])[tid()] = task_word(q.tasks, cur, tid());
-    __syncthreads();
+    block_sync();
     weft_wait wait{0, 0u};
     int notify = 0;
     load_edges(staged[0], q, wait, notify);
@@ -281,7 +282,7 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
         return;
       }
       if (rec) {
-        __syncthreads();
+        block_sync();
         if (threadIdx.x == 0) {
           rec[2] = global_ns();
           rec[5] = clock64();
@@ -290,13 +291,32 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
       // No one reads the other buffer during this task; notify's barrier (or this one) publishes it.
       if (next >= 0 && tid() < kTaskWords) reinterpret_cast<unsigned int*>(&staged[buf ^ 1])[tid()] = next_word;
       if (t->notify_count > 0) notify_all(q.events, notify, q.notifies + t->notify_begin, t->notify_count);
-      else if (next >= 0) __syncthreads();
+      else if (next >= 0) block_sync();
       if (rec && threadIdx.x == 0) rec[7] = global_ns();
       if (next >= 0) load_edges(staged[buf ^ 1], q, wait, notify);
       cur = next;
       next = after;
     }
   }
+}
+}  // namespace weft_dev
+
+extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
+#if WEFT_DEV_LOADER
+  // The weight loader's warp (the block's last) parts from the op warps once the ring is set up; they tell it when
+  // they are done (weight_loader.cuh).
+  weft_dev::init_weight_loader(weft_dev::weft_smem);
+  __syncthreads();
+  if (threadIdx.x >= WEFT_BLOCK_THREADS) {
+    weft_dev::run_weight_loader(*queues, weft_dev::weft_smem);
+    return;
+  }
+  weft_dev::run_queues(queues);
+  weft_dev::block_sync();
+  if (threadIdx.x == 0) *static_cast<volatile int*>(&weft_dev::loader_control(weft_dev::weft_smem)->stop) = 1;
+#else
+  weft_dev::run_queues(queues);
+#endif
 }
 
 #endif  // WEFT_DEVICE_TASK_LOOP_CUH

@@ -380,4 +380,8 @@ TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t 
   return better ? w : base;
 }
 
+TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t attention_split) {
+  return lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_BASE, attention_split, WEFT_SMEM_BYTES_LOADER_OPS});
+}
+
 }  // namespace weft

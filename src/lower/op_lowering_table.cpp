@@ -373,7 +373,7 @@ int64_t attention_parts(const LowerCtx& c, int64_t tiles) {
   const DType dt = c.out_dtype();
   if ((dt != DType::bf16 && dt != DType::f16) || (hd != 64 && hd != 128)) return 1;
   // Timesteps the path holds in the smaller shared memory (a kernel may get the wider one, then fewer parts work).
-  const int64_t cap = (WEFT_SMEM_BYTES_BASE - WEFT_ATTN_SMEM_FIXED(hd, group) - WEFT_QKV_STAGE_BYTES(hd, group, int64_t{2})) /
+  const int64_t cap = (c.options().ops_smem_bytes - WEFT_ATTN_SMEM_FIXED(hd, group) - WEFT_QKV_STAGE_BYTES(hd, group, int64_t{2})) /
                       WEFT_ATTN_SMEM_PER_STEP(hd, group, int64_t{2});
   const int64_t most = std::min<int64_t>(c.options().attention_split, WEFT_ATTN_MAX_SPLIT);
   int64_t p = 1;
@@ -617,6 +617,18 @@ bool one_row_tiles_f16(const TaskGraph& tg) {
     bf16 += t.args.dtype == WEFT_DEV_BF16;
   }
   return f16 > bf16;
+}
+
+bool weight_loader_applies(const TaskGraph& tg, int32_t sm) {
+  if (sm < WEFT_LOADER_MIN_SM || may_use_tensor_core_tiles(tg) || one_row_tiles_f16(tg)) return false;
+  // A GEMV tile stages its x rows behind the per-warp ring (WEFT_GEMV_RING_BYTES) and below the one-row tiles'
+  // plan records (one per warp, gemv_one_row.cuh) and the reduction scratch.
+  constexpr int64_t x_room = WEFT_SMEM_BYTES_LOADER_OPS - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES - WEFT_BLOCK_WARPS * 40;
+  for (const Task& t : tg.tasks)
+    if (is_linear_task(t) &&
+        (t.args.row1 - t.args.row0) * t.args.d[0] * (t.args.dtype == WEFT_DEV_F32 ? 4 : 2) > x_room)
+      return false;
+  return true;
 }
 
 bool may_use_tensor_core_tiles(const TaskGraph& tg) {

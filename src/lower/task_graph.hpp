@@ -121,6 +121,9 @@ struct LowerOptions {
   int32_t mma_smem_bytes = WEFT_SMEM_BYTES_BASE;
   // The most parts an attention_decode_qkv tile is split into over its timesteps (1: none; op_lowering_table.cpp).
   int32_t attention_split = WEFT_ATTN_MAX_SPLIT;
+  // The shared memory the ops get besides the tensor-core tiles' (attention's timesteps per part): the base size,
+  // or less with the weight loader's ring (WEFT_SMEM_BYTES_LOADER_OPS, lower_for_weight_loader).
+  int32_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE;
 };
 
 // Cuts every op of `g` into tasks for the concrete symbol values `symbols`, with an event for every tile and
@@ -134,6 +137,15 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
 // changes neither the base size is kept: its larger L1 holds the task loop's spills.
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
                            int32_t attention_split = WEFT_ATTN_MAX_SPLIT);
+
+// The weight loader (WEFT_DEVLIB_LOADER, device/weight_loader.cuh) for a kernel lowered for compute capability
+// `sm`: whether it may link the loader's library — sm_90 or later, the CUDA-core library with bf16 one-row tiles
+// (neither may_use_tensor_core_tiles nor one_row_tiles_f16), and every GEMV tile's x rows within the ops' smaller
+// share of shared memory. lower_for_weight_loader lowers for it (attention split for that share); the caller
+// checks weight_loader_applies on its result too.
+bool weight_loader_applies(const TaskGraph& tg, int32_t sm);
+TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, int32_t num_sms,
+                                  int32_t attention_split = WEFT_ATTN_MAX_SPLIT);
 
 // After every wait is known (lowering + memory plan): drops events nobody waits on, renumbers, and sets each
 // task's notifies (its row-block event and its tile event, where kept).

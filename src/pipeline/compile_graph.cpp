@@ -129,6 +129,15 @@ int32_t attention_split_limit() {
   return static_cast<int32_t>(v);
 }
 
+// $WEFT_WEIGHT_LOADER=1: kernels that may take the weight loader's library (weight_loader_applies) link it. Off by
+// default while it is measured against the per-warp streams (docs/perf.md round 42).
+bool weight_loader_requested() {
+  const char* env = std::getenv("WEFT_WEIGHT_LOADER");
+  if (env == nullptr || *env == '\0' || std::string(env) == "0") return false;
+  if (std::string(env) != "1") fail(Status::invalid_argument, "WEFT_WEIGHT_LOADER='" + std::string(env) + "': expected 0 or 1");
+  return true;
+}
+
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache) {
   const auto start = std::chrono::steady_clock::now();
   g.validate();
@@ -140,11 +149,13 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   // memory below are decided by lowering, a function of what the key holds).
   const int32_t sm = arch_sm(request.arch);
   const int32_t attention_split = attention_split_limit();
+  const bool want_loader = weight_loader_requested();
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
                                    ";smem=" + std::to_string(WEFT_SMEM_BYTES_BASE) + "/" +
                                    std::to_string(sm >= WEFT_SMEM_WIDE_MIN_SM ? WEFT_SMEM_BYTES_WIDE : 0) +
                                    ";lineinfo=" + (copts.line_info ? "1" : "0") +
                                    ";attn_split=" + std::to_string(attention_split) +
+                                   ";loader=" + (want_loader ? "1" : "0") +
                                    ";codegen=" + codegen_version();
   const cache::CacheKey key = cache::make_key(cache::KeyParts{graph_hash(g), specialization_text(values), request.arch,
                                                               options_text, kVersionString, nvrtc_version(),
@@ -161,6 +172,11 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
 
   bool wide = false;
   TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split);
+  bool loader = false;
+  if (want_loader && weight_loader_applies(tg, sm)) {
+    TaskGraph lt = lower_for_weight_loader(g, values, sms, attention_split);
+    if ((loader = weight_loader_applies(lt, sm))) tg = std::move(lt);
+  }
   const MemoryPlan plan = plan_memory(g, tg);
   finalize_events(tg);
   const Schedule schedule = schedule_static(tg, sms);
@@ -177,9 +193,10 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   copts.tensor_cores = may_use_tensor_core_tiles(tg);
   copts.wide_smem = wide;
   copts.one_row_f16 = !copts.tensor_cores && one_row_tiles_f16(tg);
+  copts.weight_loader = loader;
   r.tensor_cores = copts.tensor_cores;
   r.device_library = device_library_name(copts);
-  r.smem_bytes = wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
+  r.smem_bytes = loader ? WEFT_SMEM_BYTES_LOADER : wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
   const auto compile_start = std::chrono::steady_clock::now();
   const CompiledKernel kernel = compile_kernel(generate_megakernel_source(static_cast<int32_t>(g.tensors().size())), copts);
   r.compile_ms = ms_since(compile_start);

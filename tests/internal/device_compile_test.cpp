@@ -121,16 +121,19 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
   std::vector<std::vector<char>> cubins;
   // The libraries: full, without tensor-core tiles (bf16, f16), and (sm_90 and later) full for the wide shared memory.
+  // And (sm_90 and later) the weight loader's, whose ops run on 7 warps beside the loader's.
   const bool has_wide = std::string(GetParam()) != "sm_80";
-  for (int variant = 0; variant < (has_wide ? 4 : 3); ++variant) {
+  for (int variant = 0; variant < (has_wide ? 5 : 3); ++variant) {
     const bool tensor_cores = variant == 0 || variant == 3;
     CompileOptions o{GetParam(), false, {}};
     o.tensor_cores = tensor_cores;
     o.one_row_f16 = variant == 2;
     o.wide_smem = variant == 3;
+    o.weight_loader = variant == 4;
     EXPECT_EQ(device_library_name(o), std::string(GetParam()) + (variant == 1   ? "_simt"
                                                                  : variant == 2 ? "_simt_f16"
                                                                  : variant == 3 ? "_wide"
+                                                                 : variant == 4 ? "_simt_loader"
                                                                                 : ""));
     const CompiledKernel k = compile_kernel(generate_megakernel_source(64), o);
     ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
@@ -148,7 +151,7 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
     EXPECT_EQ(static_smem % 512, 0) << "static shared memory of " << static_smem << " bytes";
     // Static (less the reserve) and dynamic together within what a block may opt into: 163 KiB on sm_80, 227 KiB
     // from sm_90 on; past it the launch fails.
-    const int64_t dynamic = o.wide_smem ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
+    const int64_t dynamic = o.weight_loader ? WEFT_SMEM_BYTES_LOADER : o.wide_smem ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
     const int64_t most = has_wide ? 227 * 1024 : 163 * 1024;
     EXPECT_LE(static_smem - 1024 + dynamic, most) << "static " << static_smem << " + dynamic " << dynamic;
     std::cout << "[ timing   ] " << GetParam() << " (" << device_library_name(o) << ")"
@@ -162,6 +165,7 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   if (has_wide) {
     EXPECT_NE(cubins[3], cubins[0]) << "the wide option linked the full library";
     EXPECT_NE(cubins[3], cubins[1]) << "the wide option linked the library without tensor-core tiles";
+    EXPECT_NE(cubins[4], cubins[1]) << "the weight loader option linked the library without it";
   } else {
     CompileOptions o{GetParam(), false, {}};
     o.wide_smem = true;
@@ -358,6 +362,23 @@ TEST(DeviceCompile, BatchOneDecodeLinksTheLibraryWithoutTensorCores) {
   }
 }
 
+// compile_graph under each of `bad` values of environment variable `name`: an invalid_argument whose message reads
+// "<name>='<value>': <expected>".
+void expect_env_refused(const Graph& g, const CompileRequest& req, cache::KernelCache& kc, const char* name,
+                        std::initializer_list<const char*> bad, const std::string& expected) {
+  for (const std::string value : bad) {
+    ScopedEnv b(name, &value);
+    try {
+      compile_graph(g, req, &kc);
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::invalid_argument) << value;
+      EXPECT_NE(std::string(e.what()).find(std::string(name) + "='" + value + "': " + expected), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // $WEFT_ATTENTION_SPLIT caps the parts of a split attention tile: it changes the tables, so it enters the cache
 // key (the same graph compiles again under another value, and hits under its own); a value outside 1..8 is an
 // invalid_argument naming the variable and the range, before anything compiles.
@@ -382,18 +403,60 @@ TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
     EXPECT_FALSE(r.cache_hit);
     EXPECT_NE(r.key_hex, first_key);
     EXPECT_TRUE(compile_graph(g, req, &kc).cache_hit);
-    for (const std::string bad : {"0", "9", "x", "2x"}) {
-      ScopedEnv b("WEFT_ATTENTION_SPLIT", &bad);
-      try {
-        compile_graph(g, req, &kc);
-        ADD_FAILURE() << bad << " was accepted";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.status(), Status::invalid_argument) << bad;
-        EXPECT_NE(std::string(e.what()).find("WEFT_ATTENTION_SPLIT='" + bad + "': expected a whole number from 1 to 8"),
-                  std::string::npos)
-            << e.what();
-      }
+    expect_env_refused(g, req, kc, "WEFT_ATTENTION_SPLIT", {"0", "9", "x", "2x"}, "expected a whole number from 1 to 8");
+  }
+}
+
+// $WEFT_WEIGHT_LOADER=1: a kernel of one-row bf16 tiles on sm_90 and later links the weight loader's library
+// ("<arch>_simt_loader") and launches with its shared memory (metadata and cache hits say so); where it
+// does not apply (tensor-core tiles, sm_80, x rows past the ops' share) the library is the one without it. The
+// switch enters the cache key; a value other than 0 or 1 is an invalid_argument naming the variable.
+TEST(DeviceCompile, WeightLoaderLinksItsLibraryWhereItApplies) {
+  ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
+  TempKernelCache tmp("weft-weight-loader");
+  ASSERT_NE(tmp.kc, nullptr);
+  cache::KernelCache& kc = *tmp.kc;
+  {
+    const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
+    CompileRequest one;
+    one.symbols = SymbolValues(g.symbols().size(), 1);
+    std::string plain_key;
+    {
+      ScopedEnv off("WEFT_WEIGHT_LOADER", nullptr);
+      const CompileResult r = compile_graph(g, one, &kc);
+      EXPECT_EQ(r.device_library, "sm_90a_simt");
+      EXPECT_EQ(r.smem_bytes, WEFT_SMEM_BYTES_BASE);
+      plain_key = r.key_hex;
     }
+    const std::string on = "1";
+    ScopedEnv loader("WEFT_WEIGHT_LOADER", &on);
+    const CompileResult r = compile_graph(g, one, &kc);
+    EXPECT_FALSE(r.cache_hit) << "the switch is not in the key";
+    EXPECT_NE(r.key_hex, plain_key);
+    EXPECT_EQ(r.device_library, "sm_90a_simt_loader");
+    EXPECT_EQ(r.smem_bytes, WEFT_SMEM_BYTES_LOADER);
+    EXPECT_NE(r.metadata.find("\"smem_bytes\":" + std::to_string(r.smem_bytes)), std::string::npos) << r.metadata;
+    const CompileResult hit = compile_graph(g, one, &kc);
+    ASSERT_TRUE(hit.cache_hit);
+    EXPECT_EQ(hit.device_library, r.device_library);
+    EXPECT_EQ(hit.smem_bytes, r.smem_bytes);
+    // Where it does not apply: tensor-core tiles (batch 4), an arch without bulk copies (sm_80).
+    CompileRequest four = one;
+    four.symbols = SymbolValues(g.symbols().size(), 4);
+    EXPECT_EQ(compile_graph(g, four, &kc).device_library, "sm_90a");
+    CompileRequest a100 = one;
+    a100.arch = "sm_80";
+    const CompileResult old = compile_graph(g, a100, &kc);
+    EXPECT_EQ(old.device_library, "sm_80_simt");
+    EXPECT_EQ(old.smem_bytes, WEFT_SMEM_BYTES_BASE);
+    // x rows past the ops' share: a one-row down projection of K 16384 (32 KiB of x) keeps the library without it.
+    DecoderShape wide = test::tiny_decoder(1, 1, 64);
+    wide.ffn = 16384;
+    const Graph wg = build_decoder_graph(wide);
+    CompileRequest w1;
+    w1.symbols = SymbolValues(wg.symbols().size(), 1);
+    EXPECT_EQ(compile_graph(wg, w1, &kc).device_library, "sm_90a_simt");
+    expect_env_refused(g, one, kc, "WEFT_WEIGHT_LOADER", {"2", "yes"}, "expected 0 or 1");
   }
 }
 
