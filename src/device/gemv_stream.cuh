@@ -180,7 +180,7 @@ __device__ __forceinline__ void gemv_stream_prologue(const weft_task_args* a, co
 // out.value(acc, pre) adds it and out.put(row, n, value) stores it (LinearOut, ops_linear.cuh). R >= the tile's x
 // rows. Loaded (WEFT_DEV_LOADER's one-row tiles): the stages come from the weight loader's ring (weight_ring.cuh)
 // instead of this warp's own cp.async ring, `slots` of them (the tile's most stages of any warp); false when a wait
-// for one failed (an error is recorded).
+// for one failed (an error is recorded: ring_wait_full).
 template <typename T, int R, int U, typename Out, bool Loaded = false>
 __device__ __forceinline__ bool gemv_stream_units(const weft_task_args* a, const T* w, const GemvStream& st,
                                                   const T* xs, char* smem, Out out, const weft_env* env = nullptr,

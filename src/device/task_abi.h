@@ -30,6 +30,9 @@
 // error_info[1] of a WEFT_DEV_ERR_DEADLOCK raised at a resident loop's gate: the host did not answer in time
 // (error_info[2]: the step whose output waits for the answer).
 #define WEFT_DEV_WAIT_HOST 0xfffffffeu
+// ... raised by an op warp waiting for the weight loader's ring (WEFT_DEVLIB_LOADER; error_info[2]: the slot, [3]: the
+// parity of the phase it waited for).
+#define WEFT_DEV_WAIT_LOADER 0xfffffffdu
 
 // Arguments of one task. The meaning of d[], f[] and i[] is fixed per op and written next to each device
 // function in the device library (src/device/ops_*.cuh) and where lowering fills them (src/lower).
@@ -101,6 +104,9 @@ struct weft_env {
 // The weight loader's library with its loader idle: the one-row tiles stream by their warps' own rings, on the 7 op
 // warps (what the loader's warp costs them, measured apart from what it brings).
 #define WEFT_TUNE_LOADER_OFF (1u << 12)
+// Test hook: the weight loader copies nothing while the op warps expect its slots (the watchdog's error, the loader's
+// exit with nothing in flight).
+#define WEFT_TUNE_LOADER_STALL (1u << 13)
 // Never set: allocation-ticket builds of the device library (WEFT_DEVLIB_TICKET, task_loop.cuh) branch on it to
 // stores that must not run.
 #define WEFT_TUNE_TICKET_NEVER (1u << 30)

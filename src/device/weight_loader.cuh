@@ -79,7 +79,7 @@ __device__ __forceinline__ bool loader_wait(unsigned int bar, unsigned int parit
 // landed, or once the compute warps are done, after the copies it requested have landed (a block must not retire
 // with bulk copies into its shared memory in flight).
 __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* smem) {
-  if (q.tuning & WEFT_TUNE_LOADER_OFF) return;
+  if (q.tuning & (WEFT_TUNE_LOADER_OFF | WEFT_TUNE_LOADER_STALL)) return;
   const weft_loop& loop = *q.loop;
   const int steps = loop.steps > 0 ? loop.steps : 1;
   const int begin = q.queue_offsets[blockIdx.x], end = q.queue_offsets[blockIdx.x + 1];

@@ -66,9 +66,9 @@ __device__ __forceinline__ void mbar_arrive(unsigned int bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
-// A compute warp's wait for the slot at `p` to be filled (all lanes). False after timeout_cycles (<= 0: never),
-// having recorded WEFT_DEV_ERR_DEADLOCK (info: event -2, the slot, its parity), or when another block's error
-// stops the launch: the caller stops its tile.
+// An op warp's wait for the slot at `p` to be filled (all lanes). False after timeout_cycles (<= 0: never),
+// having recorded WEFT_DEV_ERR_DEADLOCK (info: WEFT_DEV_WAIT_LOADER, the slot, its parity), or when another block's
+// error stops the launch: the caller stops its tile.
 __device__ __forceinline__ bool ring_wait_full(char* smem, const RingPos& p, const weft_env* env) {
   const unsigned int bar = smem_u32(&loader_control(smem)->full[p.slot]);
   if (mbar_test(bar, p.parity)) return true;
@@ -77,7 +77,7 @@ __device__ __forceinline__ bool ring_wait_full(char* smem, const RingPos& p, con
     if (mbar_test(bar, p.parity)) return true;
     if ((spin & 1023u) == 0u) {
       if (timeout > 0 && clock64() - start > timeout) {
-        if (lane() == 0) record_error(env, WEFT_DEV_ERR_DEADLOCK, static_cast<unsigned int>(-2), p.slot, p.parity);
+        if (lane() == 0) record_error(env, WEFT_DEV_ERR_DEADLOCK, WEFT_DEV_WAIT_LOADER, p.slot, p.parity);
         return false;
       }
       if (error_raised(env)) return false;

@@ -548,6 +548,11 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
         fail(Status::deadlock, "graph '" + graph_.name() + "': the resident loop waited for the host's answer to pass " +
                                    std::to_string(b) + "'s output past the watchdog's " + std::to_string(watchdog_ms(options_.watchdog_ms)) +
                                    " ms (half of it once the next pass is done, in look-ahead); the watchdog stopped the kernel");
+      if (a == WEFT_DEV_WAIT_LOADER)
+        fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited for the weight loader's ring slot " +
+                                   std::to_string(b) + " (phase parity " + std::to_string(c) + ") for more than " +
+                                   std::to_string(watchdog_ms(options_.watchdog_ms)) +
+                                   " ms: the loader and the tile disagree on its weights (WEFT_WEIGHT_LOADER); the watchdog stopped the kernel");
       fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited on " +
                                  (a == 0xffffffffu ? std::string("the other blocks") : "event " + std::to_string(a)) +
                                  " for more than " + std::to_string(watchdog_ms(options_.watchdog_ms)) +

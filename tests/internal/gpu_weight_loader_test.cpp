@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
+#include "device/task_abi.h"
 #include "gpu_test_util.hpp"
 #include "models/device_generator.hpp"
 #include "models/model_weights.hpp"
@@ -21,10 +23,16 @@
 namespace weft {
 namespace {
 
-// $WEFT_WEIGHT_LOADER for the test's scope: the generators compile their kernels under it.
-struct LoaderOn {
-  LoaderOn() { setenv("WEFT_WEIGHT_LOADER", "1", 1); }
-  ~LoaderOn() { unsetenv("WEFT_WEIGHT_LOADER"); }
+// An environment variable for the test's scope (the generators compile their kernels and read $WEFT_TUNE under it).
+struct EnvFor {
+  EnvFor(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~EnvFor() { unsetenv(name_); }
+  EnvFor(const EnvFor&) = delete;
+  EnvFor& operator=(const EnvFor&) = delete;
+  const char* name_;
+};
+struct LoaderOn : EnvFor {
+  LoaderOn() : EnvFor("WEFT_WEIGHT_LOADER", "1") {}
 };
 
 // A two-layer decoder of hidden 1024 (q/k/v, o and gate/up rows of 2 KiB) and FFN `ffn` (down rows of 2 * ffn
@@ -87,6 +95,32 @@ TEST(GpuWeightLoader, GenerationMatchesTheReference) {
     EXPECT_EQ(gpu->generate(free).tokens, step.tokens) << name;
     EXPECT_EQ(gpu->generate(free).tokens, step.tokens) << name << ", repeated";
   }
+}
+
+// A loader that copies nothing (WEFT_TUNE_LOADER_STALL, a test hook) leaves the op warps waiting on its ring: the
+// watchdog turns that into Status::deadlock naming the wait, and the kernel ends (no hang); the next run without it
+// is right again.
+TEST(GpuWeightLoader, AStalledLoaderIsTheWatchdogsError) {
+  WEFT_REQUIRE_GPU();
+  test::GpuSession session;
+  LoaderOn on;
+  LoaderModel lm(true, 3072);
+  ProgramOptions o;
+  o.watchdog_ms = 200;
+  GenerateRequest r = test::tiny_request(1, 3);
+  {
+    EnvFor tune("WEFT_TUNE", std::to_string(WEFT_TUNE_LOADER_STALL));
+    auto stalled = make_device_generator(lm.model, session.context(), o);
+    try {
+      stalled->generate(r);
+      ADD_FAILURE() << "a stalled weight loader was not reported";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::deadlock) << e.what();
+      EXPECT_NE(std::string(e.what()).find("waited for the weight loader's ring slot"), std::string::npos) << e.what();
+    }
+  }
+  auto gpu = make_device_generator(lm.model, session.context(), o);
+  EXPECT_EQ(gpu->generate(r).tokens.size(), static_cast<size_t>(r.steps));
 }
 
 }  // namespace
