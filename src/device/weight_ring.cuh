@@ -66,13 +66,15 @@ __device__ __forceinline__ void mbar_arrive(unsigned int bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
-// An op warp's wait for the slot at `p` to be filled (all lanes). False after timeout_cycles (<= 0: never),
-// having recorded WEFT_DEV_ERR_DEADLOCK (info: WEFT_DEV_WAIT_LOADER, the slot, its parity), or when another block's
-// error stops the launch: the caller stops its tile.
+// An op warp's wait for the slot at `p` to be filled (all lanes). False after half the launch's timeout_cycles (<= 0:
+// never), having recorded WEFT_DEV_ERR_DEADLOCK (info: WEFT_DEV_WAIT_LOADER, the slot, its parity), or when another
+// block's error stops the launch: the caller stops its tile. Half: a stuck ring starves every task downstream, whose
+// event waits began about when this one did; the first error recorded is the one reported, and it should name the
+// cause (a GPU test saw an attention task's event wait win the race at the full timeout).
 __device__ __forceinline__ bool ring_wait_full(char* smem, const RingPos& p, const weft_env* env) {
   const unsigned int bar = smem_u32(&loader_control(smem)->full[p.slot]);
   if (mbar_test(bar, p.parity)) return true;
-  const long long timeout = env->queues->timeout_cycles, start = clock64();
+  const long long whole = env->queues->timeout_cycles, timeout = whole > 1 ? whole / 2 : whole, start = clock64();
   for (unsigned int spin = 1;; ++spin) {
     if (mbar_test(bar, p.parity)) return true;
     if ((spin & 1023u) == 0u) {
