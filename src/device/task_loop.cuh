@@ -308,7 +308,7 @@ extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
   weft_dev::init_weight_loader(weft_dev::weft_smem);
   __syncthreads();
   if (threadIdx.x >= WEFT_BLOCK_THREADS) {
-    weft_dev::run_weight_loader(*queues, weft_dev::weft_smem);
+    if (weft_dev::lane() == 0) weft_dev::run_weight_loader(*queues, weft_dev::weft_smem);
     return;
   }
   weft_dev::run_queues(queues);

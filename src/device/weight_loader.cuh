@@ -3,11 +3,13 @@
 // ring of weight_ring.cuh by bulk copies, at most a few slots in flight, on through the tiles' boundaries: weights
 // depend on no event, so the stream need not stop where a tile waits for its input or releases its output. Measured
 // outside the megakernel (bench/layer_pipeline_micro.cu, docs/perf.md round 41): a stream that stops at every op
-// boundary, as the per-warp cp.async rings' prologues do, cost a decode layer 10-17%.
+// boundary, as the per-warp cp.async rings' prologues do, cost a decode layer 10-17%. Measured in the megakernel
+// (round 42): slower than the default, since the ops run on 7 warps here (config.cuh) and each release's fence waits
+// for the ring's copies in flight; opt-in ($WEFT_WEIGHT_LOADER) while the pieces that would pay are built.
 //
-// The loader and the compute warps agree on which tiles it streams by the same test (loader_streams below, and the
-// plan record of the tile's prologue that one_row_gemv reads), on each tile's slots (one_row_slots) and on the
-// order (the queue's): the loader never waits for an event, only for free slots.
+// The loader and the op warps agree on which tiles it streams by the same test (loader_tile below, and the plan
+// record of the tile's prologue that one_row_gemv reads), on each tile's slots (one_row_slots) and on the order (the
+// queue's): the loader never waits for an event, only for free slots.
 #ifndef WEFT_DEVICE_WEIGHT_LOADER_CUH
 #define WEFT_DEVICE_WEIGHT_LOADER_CUH
 
@@ -18,14 +20,15 @@ namespace weft_dev {
 
 #if WEFT_DEV_LOADER
 
-// Slots requested and not yet seen landed, at most: WEFT_TUNE_LOADER_INFLIGHT(n) sets n (1..WEFT_LOADER_SLOTS - 1).
+// Slots requested and not yet seen landed, at most: WEFT_TUNE bits 8..11 (WEFT_TUNE_LOADER_INFLIGHT_SHIFT) give n,
+// clamped to 1..WEFT_LOADER_SLOTS - 1; 0 means 2.
 __device__ __forceinline__ int loader_inflight(unsigned int tuning) {
   const int n = static_cast<int>((tuning >> WEFT_TUNE_LOADER_INFLIGHT_SHIFT) & 15u);
   return n < 1 ? 2 : n >= WEFT_LOADER_SLOTS ? WEFT_LOADER_SLOTS - 1 : n;
 }
 
 // What the loader streams of a task: its weight and columns, or nothing (w null). The task's bounds clipped as the
-// compute warps clip them (clip_task, task_loop.cuh); the test is one_row_gemv's with its prologue's record
+// op warps clip them (clip_task, task_loop.cuh); the test is one_row_gemv's with its prologue's record
 // (linear_stream_prologue_hot): a GEMV op's tile of one x row of the library's dtype whose stream plan takes
 // kGemvOneRowUnits units and whose x row fits below the record.
 struct LoaderTile {
@@ -68,16 +71,17 @@ __device__ __forceinline__ LoaderTile loader_tile(const weft_task* t, void* cons
   return tile;
 }
 
-// Waits (all lanes) until `bar` completes the phase of `parity`, or the compute warps are done (false).
+// Waits until `bar` completes the phase of `parity`, or the op warps are done (false).
 __device__ __forceinline__ bool loader_wait(unsigned int bar, unsigned int parity, const volatile int* stop) {
   while (!mbar_test(bar, parity))
     if (*stop) return false;
   return true;
 }
 
-// The loader warp's whole run: every step's queue entries of this block, in order. Returns when its last slot has
-// landed, or once the compute warps are done, after the copies it requested have landed (a block must not retire
-// with bulk copies into its shared memory in flight).
+// The loader's whole run, on its warp's lane 0 alone (one thread decides and issues: no lanes that could part at a
+// wait): every step's queue entries of this block, in order. Returns when its last slot has landed, or once the op
+// warps are done, after the copies it requested have landed (a block must not retire with bulk copies into its
+// shared memory in flight).
 __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* smem) {
   if (q.tuning & (WEFT_TUNE_LOADER_OFF | WEFT_TUNE_LOADER_STALL)) return;
   const weft_loop& loop = *q.loop;
@@ -88,7 +92,6 @@ __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* sm
   const unsigned int ring = smem_u32(loader_ring(smem));
   const u64 policy = l2_evict_first_policy();
   const int inflight = loader_inflight(q.tuning);
-  const int wi = lane();  // lane wi < WEFT_BLOCK_WARPS copies compute warp wi's stage of each slot
   RingPos at, landed;
   long long issued = 0;
   bool run = true;
@@ -97,11 +100,11 @@ __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* sm
     for (int e = begin; run && e < end; ++e) {
       const LoaderTile tile = loader_tile(q.tasks + __ldg(q.queue_tasks + e), slots, *q.symbols);
       if (tile.w == nullptr) continue;
-      // Warp wi's columns (gemv_stream_plan): a contiguous run of weight rows, so its stages are consecutive 2 KiB.
+      // Op warp wi's columns (gemv_stream_plan): n0 + [0, per) and one more for wi < extra, a contiguous run of
+      // weight rows, so its stages are consecutive 2 KiB; every warp has stage j below full_parts, warps < extra
+      // the rest.
       const i64 per = tile.n / WEFT_BLOCK_WARPS, extra = tile.n % WEFT_BLOCK_WARPS;
-      const i64 n0 = tile.col0 + wi * per + (wi < extra ? wi : extra);
-      const i64 my_stages = (per + (wi < extra ? 1 : 0)) * tile.spr;
-      const char* src = tile.w + n0 * tile.k * static_cast<i64>(sizeof(OneRowT));
+      const i64 row_bytes = tile.k * static_cast<i64>(sizeof(OneRowT));
       const i64 slots_n = one_row_slots(tile.n, tile.spr), full_parts = per * tile.spr;
       for (i64 j = 0; j < slots_n; ++j) {
         const unsigned int full = smem_u32(&c->full[at.slot]), empty = smem_u32(&c->empty[at.slot]);
@@ -118,17 +121,16 @@ __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* sm
           landed.next();
         }
         const int parts = j < full_parts ? WEFT_BLOCK_WARPS : static_cast<int>(extra);
-        if (lane() == 0)
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full),
-                       "r"(parts * kLoaderStageBytes)
-                       : "memory");
-        __syncwarp();
-        if (wi < WEFT_BLOCK_WARPS && j < my_stages)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full), "r"(parts * kLoaderStageBytes)
+                     : "memory");
+        for (int wi = 0; wi < parts; ++wi) {
+          const i64 n0 = tile.col0 + wi * per + (wi < extra ? wi : extra);
           asm volatile(
               "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
               "%4;" ::"r"(ring + at.slot * WEFT_LOADER_SLOT_BYTES + wi * kLoaderStageBytes),
-              "l"(src + j * kLoaderStageBytes), "r"(kLoaderStageBytes), "r"(full), "l"(policy)
+              "l"(tile.w + n0 * row_bytes + j * kLoaderStageBytes), "r"(kLoaderStageBytes), "r"(full), "l"(policy)
               : "memory");
+        }
         at.next();
         ++issued;
       }
