@@ -41,11 +41,11 @@
 // the ops' shared memory, streaming on through the tasks' boundaries, and the ops run on the other 7 warps
 // (WEFT_BLOCK_THREADS 224 in that library: a 9th warp would cap every thread at 168 registers, as the register
 // file's four quarters each hold at most 3 warps' of a 288-thread block; 65536 / 96 = 170). The ops get
-// WEFT_SMEM_BYTES_LOADER_OPS (the ring, its mbarriers and the compute warps' ring positions beside it fill the
+// WEFT_SMEM_BYTES_LOADER_OPS (the ring, its mbarriers and the op warps' ring positions beside it fill the
 // block's 227 KiB, less the task loop's static shared memory); the kernel is launched with WEFT_SMEM_BYTES_LOADER.
 // Host code (lowering) always sees the 8-warp values.
 #define WEFT_LOADER_SLOTS 8
-#define WEFT_LOADER_SLOT_BYTES (8 * 2048)  // a 2 KiB stage per compute warp, at most 8 of them
+#define WEFT_LOADER_SLOT_BYTES (8 * 2048)  // a 2 KiB stage per op warp, at most 8 of them
 #define WEFT_LOADER_RING_BYTES (WEFT_LOADER_SLOTS * WEFT_LOADER_SLOT_BYTES)
 #define WEFT_LOADER_CONTROL_BYTES (2 * WEFT_LOADER_SLOTS * 8 + 16 + 4 * 8)
 #define WEFT_SMEM_BYTES_LOADER_OPS (88 * 1024)

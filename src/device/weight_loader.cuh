@@ -1,5 +1,5 @@
 // The weight loader (WEFT_DEV_LOADER, the CUDA-core library "<arch>_simt_loader"): a warp of its own per block that
-// walks the block's queue ahead of the compute warps and copies the weights of every one-row GEMV tile into the
+// walks the block's queue ahead of the op warps and copies the weights of every one-row GEMV tile into the
 // ring of weight_ring.cuh by bulk copies, at most a few slots in flight, on through the tiles' boundaries: weights
 // depend on no event, so the stream need not stop where a tile waits for its input or releases its output. Measured
 // outside the megakernel (bench/layer_pipeline_micro.cu, docs/perf.md round 41): a stream that stops at every op
@@ -108,7 +108,7 @@ __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* sm
       const i64 slots_n = one_row_slots(tile.n, tile.spr), full_parts = per * tile.spr;
       for (i64 j = 0; j < slots_n; ++j) {
         const unsigned int full = smem_u32(&c->full[at.slot]), empty = smem_u32(&c->empty[at.slot]);
-        // The slot's previous use freed by every compute warp, and no more than `inflight` slots in flight.
+        // The slot's previous use freed by every op warp, and no more than `inflight` slots in flight.
         if (issued >= WEFT_LOADER_SLOTS && !loader_wait(empty, at.parity ^ 1u, stop)) {
           run = false;
           break;

@@ -2,7 +2,7 @@
 // ops' shared memory, each holding one 2 KiB stage of every op warp's one-row GEMV stream (warp w's at
 // w * 2 KiB, laid out as gemv_stream.cuh's per-warp ring lays out a stage, so the dot products read it the same way).
 // Slot s is filled when its `full` mbarrier completes a phase (the loader's expect-tx and its bulk copies) and free
-// again when its `empty` mbarrier has an arrival from every compute warp. Every compute warp walks every slot of a
+// again when its `empty` mbarrier has an arrival from every op warp. Every op warp walks every slot of a
 // task, also past its own rows, so that no warp arrives for a slot's next use before the others arrived for this one.
 #ifndef WEFT_DEVICE_WEIGHT_RING_CUH
 #define WEFT_DEVICE_WEIGHT_RING_CUH
@@ -16,7 +16,7 @@ constexpr int kLoaderStageBytes = 2048;  // one warp's stage: 32 lanes x 4 units
 static_assert(WEFT_LOADER_SLOT_BYTES >= WEFT_BLOCK_WARPS * kLoaderStageBytes, "a slot holds one stage per warp");
 
 // The control words past the ring: full[WEFT_LOADER_SLOTS], empty[WEFT_LOADER_SLOTS] (mbarriers), the stop word
-// (set once the compute warps are done: the loader stops waiting for slots they will never free), then each compute
+// (set once the op warps are done: the loader stops waiting for slots they will never free), then each compute
 // warp's position in the ring between its tiles (slot | parity << 16).
 struct LoaderControl {
   unsigned long long full[WEFT_LOADER_SLOTS];
@@ -86,7 +86,7 @@ __device__ __forceinline__ bool ring_wait_full(char* smem, const RingPos& p, con
     }
   }
 }
-// A compute warp is done reading the slot at `p` (all lanes): its arrival, after every lane's reads.
+// An op warp is done reading the slot at `p` (all lanes): its arrival, after every lane's reads.
 __device__ __forceinline__ void ring_release(char* smem, const RingPos& p) {
   __syncwarp();
   if (lane() == 0) mbar_arrive(smem_u32(&loader_control(smem)->empty[p.slot]));
