@@ -68,6 +68,8 @@
 // x rows, and the last bytes block-reduction scratch of a fused x stage. Lowering sizes tiles with the same numbers.
 #define WEFT_GEMV_RING_BYTES (64 * 1024)
 #define WEFT_GEMV_SCRATCH_BYTES 64
+// The one-row tiles' plan record per warp below the scratch (GemvPlanRecord, gemv_one_row.cuh).
+#define WEFT_GEMV_PLAN_RECORD_BYTES 40
 
 // Tensor-core tiles (gemv_mma.cuh): bf16/f16 weights with K a multiple of WEFT_MMA_K_MULTIPLE and
 // WEFT_MMA_MIN_ROWS..WEFT_MMA_MAX_ROWS x rows per tile. Each x row takes K + 8 elements of shared memory (the

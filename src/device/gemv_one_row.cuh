@@ -23,6 +23,7 @@ struct GemvPlanRecord {
   long long n0, n1, spr;
   int task, pad;
 };
+static_assert(sizeof(GemvPlanRecord) == WEFT_GEMV_PLAN_RECORD_BYTES, "lowering reserves this much per warp");
 constexpr int kGemvPlanRecordOffset =
     WEFT_SMEM_BYTES - kGemvScratchBytes - WEFT_BLOCK_WARPS * static_cast<int>(sizeof(GemvPlanRecord));
 __device__ __forceinline__ GemvPlanRecord* gemv_plan_record(char* smem) {

@@ -623,7 +623,8 @@ bool weight_loader_applies(const TaskGraph& tg, int32_t sm) {
   if (sm < WEFT_LOADER_MIN_SM || may_use_tensor_core_tiles(tg) || one_row_tiles_f16(tg)) return false;
   // A GEMV tile stages its x rows behind the per-warp ring (WEFT_GEMV_RING_BYTES) and below the one-row tiles'
   // plan records (one per warp, gemv_one_row.cuh) and the reduction scratch.
-  constexpr int64_t x_room = WEFT_SMEM_BYTES_LOADER_OPS - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES - WEFT_BLOCK_WARPS * 40;
+  constexpr int64_t x_room = WEFT_SMEM_BYTES_LOADER_OPS - WEFT_GEMV_RING_BYTES - WEFT_GEMV_SCRATCH_BYTES -
+                           WEFT_BLOCK_WARPS * WEFT_GEMV_PLAN_RECORD_BYTES;
   for (const Task& t : tg.tasks)
     if (is_linear_task(t) &&
         (t.args.row1 - t.args.row0) * t.args.d[0] * (t.args.dtype == WEFT_DEV_F32 ? 4 : 2) > x_room)
