@@ -12,11 +12,11 @@ own kernel cache.
 
     python3 bench/ab_decode.py base=b0.tar.xz new=b1.tar.xz new-fullring=b1.tar.xz:8 new-dev=b1.tar.xz:0:devlib \
         new-unfused=b1.tar.xz:0::WEFT_FUSE_LINEAR_INPUTS=0 \
-        [--models llama-3.2-1b,qwen3-0.6b] [--reps 3] [--steps 128] [--batch 1] [--trace] [--out ab.json]
+        [--models llama-3.2-1b,qwen3-0.6b] [--reps 3] [--steps 128] [--batch 1] [--trace [--trace-mode loop]] [--out ab.json]
 
 Prints one row per (model, mode, variant): the medians of every repetition and their median; then, per model,
 whether every run generated the same first 16 tokens (a variant that changes no arithmetic must; one that does may
-part at a near tie of the random weights). --trace also writes a WEFT_TRACE of each variant (32 steps, step mode)
+part at a near tie of the random weights). --trace also writes a WEFT_TRACE of each variant (32 steps, step mode or --trace-mode)
 and prints bench/trace_summary.py's tables for it (with --spread).
 """
 import argparse
@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--modes", default="step,loop")
     ap.add_argument("--trace", action="store_true", help="also a WEFT_TRACE summary of each variant")
+    ap.add_argument("--trace-mode", default="step", help="the mode the traced runs use (step or loop)")
     ap.add_argument("--work", default=None, help="folder for checkpoints, unpacked builds and caches")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per weft_generate run")
     ap.add_argument("--out", default=None, help="JSON with every measurement")
@@ -116,7 +117,7 @@ def main():
         if args.trace:
             for v in variants:
                 path = os.path.join(work, f"trace_{model}_{v['label']}.json")
-                run_generate(v["build"], folder, ids, args, "step", 32, v["tune"], v["cache"], v["devlib"], v["env"],
+                run_generate(v["build"], folder, ids, args, args.trace_mode, 32, v["tune"], v["cache"], v["devlib"], v["env"],
                              trace=path)
                 print(f"\n== trace: {model}, {v['label']} ==", flush=True)
                 subprocess.run([sys.executable, os.path.join(HERE, "trace_summary.py"), path, "--spread"])

@@ -15,19 +15,20 @@ shift
 archs=("${@:-sm_90a}")
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 regs=$(sed -n 's/^#define WEFT_MAX_REGISTERS \([0-9]*\)$/\1/p' "$root/src/device/config.cuh")
+loader_regs=$(sed -n 's/^#define WEFT_LOADER_MAX_REGISTERS \([0-9]*\)$/\1/p' "$root/src/device/config.cuh")
 mkdir -p "$out"
 pids=()
 for arch in "${archs[@]}"; do
   variants=(full simt simt_f16)
   [ "$arch" != sm_80 ] && variants+=(wide simt_loader)
   for variant in "${variants[@]}"; do
-    name=$arch defs=()
+    name=$arch defs=() cap=$regs
     [ "$variant" = simt ] && name=${arch}_simt defs=(-DWEFT_DEVLIB_TENSOR_CORES=0)
     [ "$variant" = simt_f16 ] && name=${arch}_simt_f16 defs=(-DWEFT_DEVLIB_TENSOR_CORES=0 -DWEFT_DEVLIB_ONE_ROW_DTYPE=WEFT_DEV_F16)
     [ "$variant" = wide ] && name=${arch}_wide defs=(-DWEFT_DEVLIB_WIDE_SMEM=1)
-    [ "$variant" = simt_loader ] && name=${arch}_simt_loader defs=(-DWEFT_DEVLIB_TENSOR_CORES=0 -DWEFT_DEVLIB_LOADER=1)
+    [ "$variant" = simt_loader ] && name=${arch}_simt_loader defs=(-DWEFT_DEVLIB_TENSOR_CORES=0 -DWEFT_DEVLIB_LOADER=1) cap=$loader_regs
     # shellcheck disable=SC2086
-    "$nvcc" -std=c++17 -arch="$arch" -rdc=true -cubin -maxrregcount="$regs" "${defs[@]}" ${DEVLIB_NVCC_FLAGS:-} \
+    "$nvcc" -std=c++17 -arch="$arch" -rdc=true -cubin -maxrregcount="$cap" "${defs[@]}" ${DEVLIB_NVCC_FLAGS:-} \
       -o "$out/weft_devlib_$name.cubin" "$root/src/device/device_library.cu" &
     pids+=($!)
   done

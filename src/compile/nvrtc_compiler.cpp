@@ -253,17 +253,24 @@ std::string device_library_name(const CompileOptions& o) {
 
 namespace {
 
-std::vector<char> jit_link(const std::vector<char>& kernel, const CompileOptions& o, std::string& log, const Dump& dump) {
-  const std::string& arch = o.arch;
-  const std::string library = device_library_name(o);
+// The device library `library`'s cubin: embedded, or from $WEFT_DEVICE_LIBRARY_DIR (then held by `replaced`).
+devlib::EmbeddedBinary library_binary(const std::string& library, std::vector<char>& replaced) {
   devlib::EmbeddedBinary lib = devlib::library_cubin(library);
-  std::vector<char> replaced;
   if (const char* dir = library_override_dir()) {
     replaced = read_library_override(dir, library);
     lib = {reinterpret_cast<const unsigned char*>(replaced.data()), replaced.size()};
   }
   if (lib.data == nullptr || lib.size == 0)
     fail(Status::internal, "the device library " + library + " is not embedded in this build of libweft");
+  return lib;
+}
+
+// Links the generated kernel (or, null, nothing but the library: the weight loader's, whose kernel is its own).
+std::vector<char> jit_link(const std::vector<char>* kernel, const CompileOptions& o, std::string& log, const Dump& dump) {
+  const std::string& arch = o.arch;
+  const std::string library = device_library_name(o);
+  std::vector<char> replaced;
+  const devlib::EmbeddedBinary lib = library_binary(library, replaced);
   const std::string arch_opt = "-arch=" + arch;
   const char* opts[] = {arch_opt.c_str()};
   JitLink link;
@@ -272,14 +279,15 @@ std::vector<char> jit_link(const std::vector<char>& kernel, const CompileOptions
     fail(Status::compile, std::string("nvJitLinkCreate failed: ") + jitlink_result_name(r) + " (" +
                               std::to_string(static_cast<int>(r)) + ")");
   const std::string lib_name = "weft_device_library_" + library;
-  r = nvJitLinkAddData(link.h, NVJITLINK_INPUT_CUBIN, kernel.data(), kernel.size(), kProgramName);
+  if (kernel) r = nvJitLinkAddData(link.h, NVJITLINK_INPUT_CUBIN, kernel->data(), kernel->size(), kProgramName);
   if (r == NVJITLINK_SUCCESS) r = nvJitLinkAddData(link.h, NVJITLINK_INPUT_CUBIN, lib.data, lib.size, lib_name.c_str());
   if (r == NVJITLINK_SUCCESS) r = nvJitLinkComplete(link.h);
   const std::string errors = link.error_log(), info = link.info_log();
   log = info;
   dump.write("nvjitlink.log", "options: " + arch_opt + "\nlibrary: " + library + "\n" + info + (errors.empty() ? "" : "\n" + errors) + "\n");
   if (r != NVJITLINK_SUCCESS)
-    fail(Status::compile, "nvJitLink failed to link the generated kernel with the device library " + library + " (" +
+    fail(Status::compile, std::string("nvJitLink failed to link ") + (kernel ? "the generated kernel with " : "") +
+                              "the device library " + library + " (" +
                               jitlink_result_name(r) + ", " + std::to_string(static_cast<int>(r)) + "); log:\n" +
                               errors + (info.empty() ? "" : "\n" + info));
   size_t n = 0;
@@ -299,6 +307,9 @@ CompiledKernel compile_kernel(const std::string& generated_source, const Compile
   if (!known)
     fail(Status::unsupported, "target architecture '" + options.arch + "' is not supported; expected one of " +
                                   archs_list() + " (the architectures the device library is built for)");
+  if (options.weight_loader)
+    fail(Status::internal, "the weight loader's device library " + device_library_name(options) +
+                               " has its own kernel entry and is not linked with a generated one (library_kernel)");
   const Dump dump(generated_source, options);
   dump.write("kernel.cu", generated_source);
 
@@ -308,10 +319,24 @@ CompiledKernel compile_kernel(const std::string& generated_source, const Compile
   const std::vector<char> relocatable = nvrtc_compile(generated_source, options, nvrtc_msgs, dump);
   out.compile_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
-  out.cubin = jit_link(relocatable, options, link_msgs, dump);
+  out.cubin = jit_link(&relocatable, options, link_msgs, dump);
   out.link_ms = ms_since(t0);
   if (!nvrtc_msgs.empty()) out.log += "NVRTC:\n" + nvrtc_msgs + "\n";
   if (!link_msgs.empty()) out.log += "nvJitLink:\n" + link_msgs + "\n";
+  dump.write("kernel.cubin", std::string_view(out.cubin.data(), out.cubin.size()));
+  return out;
+}
+
+CompiledKernel library_kernel(const CompileOptions& options) {
+  if (!options.weight_loader)
+    fail(Status::internal, "only the weight loader's device library has its own kernel entry (" +
+                               device_library_name(options) + " is linked with a generated one)");
+  const Dump dump("", options);
+  CompiledKernel out;
+  const auto t0 = std::chrono::steady_clock::now();
+  out.cubin = jit_link(nullptr, options, out.log, dump);
+  out.link_ms = ms_since(t0);
+  if (!out.log.empty()) out.log = "nvJitLink:\n" + out.log + "\n";
   dump.write("kernel.cubin", std::string_view(out.cubin.data(), out.cubin.size()));
   return out;
 }

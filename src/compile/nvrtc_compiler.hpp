@@ -24,9 +24,9 @@ struct CompileOptions {
   // instead of the bf16 ones ("<arch>_simt"); either runs every tile, the other dtype's out of line
   // (WEFT_DEVLIB_ONE_ROW_DTYPE, device/gemv_stream.cuh; lower: one_row_tiles_f16).
   bool one_row_f16 = false;
-  // Without tensor_cores, bf16 one-row tiles, sm_90 on: link the weight loader's library ("<arch>_simt_loader",
-  // WEFT_DEVLIB_LOADER, device/weight_loader.cuh), whose kernel is launched with WEFT_SMEM_BYTES_LOADER
-  // (lower_for_weight_loader); the generated part is the same.
+  // Without tensor_cores, bf16 one-row tiles, sm_90 on: the weight loader's library ("<arch>_simt_loader",
+  // WEFT_DEVLIB_LOADER, device/weight_loader.cuh), whose kernel entry is its own (library_kernel, below), launched
+  // with WEFT_SMEM_BYTES_LOADER (lower_for_weight_loader).
   bool weight_loader = false;
 };
 
@@ -44,6 +44,7 @@ struct CompiledKernel {
 // Compiles `generated_source` (which includes "weft_device.h") for options.arch and links it with the
 // device library. Throws weft::Error:
 //   Status::unsupported  options.arch is not one of supported_archs();
+//   Status::internal     options.weight_loader (that library has its own kernel entry: library_kernel);
 //   Status::compile      NVRTC or nvJitLink failed; the message holds the full log.
 // With $WEFT_DUMP_DIR set, writes <hash>_kernel.cu, <hash>_nvrtc.log and <hash>_nvjitlink.log there (and
 // <hash>_kernel.cubin on success), <hash> being a short hash of the source and the options.
@@ -51,6 +52,12 @@ struct CompiledKernel {
 // <dir>/weft_devlib_<device_library_name(options)>.cubin instead of the embedded one; Status::io when that file is
 // missing.
 CompiledKernel compile_kernel(const std::string& generated_source, const CompileOptions& options);
+
+// The kernel whose entry is the device library's own (options.weight_loader: device/loader_entry.cuh): the library
+// linked alone by nvJitLink, nothing generated or compiled. Status::internal for a library that is linked with a
+// generated kernel or is not embedded in this build; Status::compile and Status::io as compile_kernel (dumps and
+// $WEFT_DEVICE_LIBRARY_DIR too).
+CompiledKernel library_kernel(const CompileOptions& options);
 
 // Hash of the embedded device library (sources and cubins): part of every cache key. With
 // $WEFT_DEVICE_LIBRARY_DIR set, also of the cubins in that folder.

@@ -5,13 +5,9 @@
 
 #include "task_abi.h"
 
-// Every device op is called by all threads of a block of exactly this many threads (224 in the weight loader's
-// library, below: its block has a warp more, WEFT_LAUNCH_THREADS in all).
-#if defined(WEFT_DEVLIB_LOADER) && WEFT_DEVLIB_LOADER
-#define WEFT_BLOCK_THREADS 224
-#else
+// Every device op is called by all threads of a block of exactly this many threads (the weight loader's kernel has
+// a warp more, WEFT_LOADER_LAUNCH_THREADS, below: its ops still run on this many).
 #define WEFT_BLOCK_THREADS 256
-#endif
 #define WEFT_LAUNCH_THREADS 256
 #define WEFT_WARP_THREADS 32
 #define WEFT_BLOCK_WARPS (WEFT_BLOCK_THREADS / WEFT_WARP_THREADS)
@@ -37,13 +33,19 @@
 #define WEFT_SMEM_BYTES_WIDE (220 * 1024)
 #define WEFT_SMEM_WIDE_MIN_SM 90  // compute capability (x10) from which WEFT_SMEM_BYTES_WIDE fits a block
 // The weight loader (WEFT_DEVLIB_LOADER=1, the CUDA-core library "<arch>_simt_loader", sm_90 on; weight_loader.cuh):
-// the block's last warp copies the one-row GEMV tiles' weights into a ring of WEFT_LOADER_SLOTS slots that lies past
-// the ops' shared memory, streaming on through the tasks' boundaries, and the ops run on the other 7 warps
-// (WEFT_BLOCK_THREADS 224 in that library: a 9th warp would cap every thread at 168 registers, as the register
-// file's four quarters each hold at most 3 warps' of a 288-thread block; 65536 / 96 = 170). The ops get
-// WEFT_SMEM_BYTES_LOADER_OPS (the ring, its mbarriers and the op warps' ring positions beside it fill the
-// block's 227 KiB, less the task loop's static shared memory); the kernel is launched with WEFT_SMEM_BYTES_LOADER.
-// Host code (lowering) always sees the 8-warp values.
+// a 9th warp per block copies the one-row GEMV tiles' weights into a ring of WEFT_LOADER_SLOTS slots that lies past
+// the ops' shared memory, streaming on through the tasks' boundaries, while the ops run on the first 8 warps as
+// everywhere else. A block of 9 warps caps every thread at 168 registers (the register file's four quarters each
+// hold 3 of its warps: 65536 / 4 / 96 = 170: WEFT_LOADER_MAX_REGISTERS, that library's nvcc -maxrregcount), where
+// the task loop, compiled apart, takes ~222; compiled into the kernel entry it fits 168 (with fewer spills than the
+// 255-register loop: docs/perf.md round 43). So that library holds its own kernel entry (loader_entry.cuh), linked
+// alone: the generated part is not used. Its slot table holds at most WEFT_LOADER_ENTRY_SLOTS pointers. The ops get WEFT_SMEM_BYTES_LOADER_OPS (the ring, its mbarriers and the
+// op warps' ring positions beside it fill the block's 227 KiB, less the task loop's static shared memory); the
+// kernel is launched with WEFT_SMEM_BYTES_LOADER.
+#define WEFT_LOADER_LAUNCH_THREADS (WEFT_BLOCK_THREADS + WEFT_WARP_THREADS)
+#define WEFT_LOADER_MAX_REGISTERS 168
+#define WEFT_LOADER_ENTRY_SLOTS 1024
+#define WEFT_LOADER_KERNEL_NAME "weft_megakernel_loader"
 #define WEFT_LOADER_SLOTS 8
 #define WEFT_LOADER_SLOT_BYTES (8 * 2048)  // a 2 KiB stage per op warp, at most 8 of them
 #define WEFT_LOADER_RING_BYTES (WEFT_LOADER_SLOTS * WEFT_LOADER_SLOT_BYTES)

@@ -301,22 +301,9 @@ __device__ __forceinline__ void run_queues(const weft_queues* queues) {
 }
 }  // namespace weft_dev
 
-extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) {
-#if WEFT_DEV_LOADER
-  // The weight loader's warp (the block's last) parts from the op warps once the ring is set up; they tell it when
-  // they are done (weight_loader.cuh).
-  weft_dev::init_weight_loader(weft_dev::weft_smem);
-  __syncthreads();
-  if (threadIdx.x >= WEFT_BLOCK_THREADS) {
-    if (weft_dev::lane() == 0) weft_dev::run_weight_loader(*queues, weft_dev::weft_smem);
-    return;
-  }
-  weft_dev::run_queues(queues);
-  weft_dev::block_sync();
-  if (threadIdx.x == 0) *static_cast<volatile int*>(&weft_dev::loader_control(weft_dev::weft_smem)->stop) = 1;
-#else
-  weft_dev::run_queues(queues);
+#if !WEFT_DEV_LOADER
+// The weight loader's library has no such function: its kernel entry is its own (loader_entry.cuh).
+extern "C" __device__ void weft_dev_run_queues(const weft_queues* queues) { weft_dev::run_queues(queues); }
 #endif
-}
 
 #endif  // WEFT_DEVICE_TASK_LOOP_CUH

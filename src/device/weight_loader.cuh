@@ -4,8 +4,8 @@
 // depend on no event, so the stream need not stop where a tile waits for its input or releases its output. Measured
 // outside the megakernel (bench/layer_pipeline_micro.cu, docs/perf.md round 41): a stream that stops at every op
 // boundary, as the per-warp cp.async rings' prologues do, cost a decode layer 10-17%. Measured in the megakernel
-// (round 42): slower than the default, since the ops run on 7 warps here (config.cuh) and each release's fence waits
-// for the ring's copies in flight; opt-in ($WEFT_WEIGHT_LOADER) while the pieces that would pay are built.
+// (round 42, its ops then on 7 warps): slower than the default, and each release's fence waits for the ring's copies in
+// flight; opt-in ($WEFT_WEIGHT_LOADER) while the pieces that would pay are built.
 //
 // The loader and the op warps agree on which tiles it streams by the same test (loader_tile below, and the plan
 // record of the tile's prologue that one_row_gemv reads), on each tile's slots (one_row_slots) and on the order (the
@@ -71,17 +71,21 @@ __device__ __forceinline__ LoaderTile loader_tile(const weft_task* t, void* cons
   return tile;
 }
 
-// Waits until `bar` completes the phase of `parity`, or the op warps are done (false).
+// Waits (the whole warp) until `bar` completes the phase of `parity`, or the op warps are done (false). Every lane
+// polls, and a vote keeps them together: a phase once seen complete stays so until the loader's next use of the
+// slot, which comes after this wait. (Lane 0 polling alone, the others parked at a shuffle, made Llama-3.2-1B's
+// tokens 30-40% slower, docs/perf.md rounds 42-43: the lone lane's spin seems to take issue slots the
+// hardware's suspended try_wait of a whole warp leaves to the op warps on its scheduler.)
 __device__ __forceinline__ bool loader_wait(unsigned int bar, unsigned int parity, const volatile int* stop) {
-  while (!mbar_test(bar, parity))
-    if (*stop) return false;
+  while (!__all_sync(0xffffffffu, mbar_test(bar, parity)))
+    if (__any_sync(0xffffffffu, *stop != 0)) return false;
   return true;
 }
 
-// The loader's whole run, on its warp's lane 0 alone (one thread decides and issues: no lanes that could part at a
-// wait): every step's queue entries of this block, in order. Returns when its last slot has landed, or once the op
-// warps are done, after the copies it requested have landed (a block must not retire with bulk copies into its
-// shared memory in flight).
+// The loader's whole run, on every lane of its warp: every step's queue entries of this block, in order. Each slot's
+// stages are requested by as many lanes at once (lane i: op warp i's stage), lane 0 having announced their bytes.
+// Returns when its last slot has landed, or once the op warps are done, after the copies it requested have landed (a
+// block must not retire with bulk copies into its shared memory in flight).
 __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* smem) {
   if (q.tuning & (WEFT_TUNE_LOADER_OFF | WEFT_TUNE_LOADER_STALL)) return;
   const weft_loop& loop = *q.loop;
@@ -92,6 +96,7 @@ __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* sm
   const unsigned int ring = smem_u32(loader_ring(smem));
   const u64 policy = l2_evict_first_policy();
   const int inflight = loader_inflight(q.tuning);
+  const int wi = lane();
   RingPos at, landed;
   long long issued = 0;
   bool run = true;
@@ -106,6 +111,7 @@ __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* sm
       const i64 per = tile.n / WEFT_BLOCK_WARPS, extra = tile.n % WEFT_BLOCK_WARPS;
       const i64 row_bytes = tile.k * static_cast<i64>(sizeof(OneRowT));
       const i64 slots_n = one_row_slots(tile.n, tile.spr), full_parts = per * tile.spr;
+      const char* src = tile.w + (tile.col0 + wi * per + (wi < extra ? wi : extra)) * row_bytes;
       for (i64 j = 0; j < slots_n; ++j) {
         const unsigned int full = smem_u32(&c->full[at.slot]), empty = smem_u32(&c->empty[at.slot]);
         // The slot's previous use freed by every op warp, and no more than `inflight` slots in flight.
@@ -121,16 +127,16 @@ __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* sm
           landed.next();
         }
         const int parts = j < full_parts ? WEFT_BLOCK_WARPS : static_cast<int>(extra);
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full), "r"(parts * kLoaderStageBytes)
-                     : "memory");
-        for (int wi = 0; wi < parts; ++wi) {
-          const i64 n0 = tile.col0 + wi * per + (wi < extra ? wi : extra);
+        if (wi == 0)
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(full),
+                       "r"(parts * kLoaderStageBytes)
+                       : "memory");
+        if (wi < parts)
           asm volatile(
               "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], "
               "%4;" ::"r"(ring + at.slot * WEFT_LOADER_SLOT_BYTES + wi * kLoaderStageBytes),
-              "l"(tile.w + n0 * row_bytes + j * kLoaderStageBytes), "r"(kLoaderStageBytes), "r"(full), "l"(policy)
+              "l"(src + j * kLoaderStageBytes), "r"(kLoaderStageBytes), "r"(full), "l"(policy)
               : "memory");
-        }
         at.next();
         ++issued;
       }
@@ -138,7 +144,7 @@ __device__ __forceinline__ void run_weight_loader(const weft_queues& q, char* sm
   }
   // Whatever was requested lands before the block may retire.
   for (; landed.slot != at.slot || landed.parity != at.parity; landed.next())
-    while (!mbar_test(smem_u32(&c->full[landed.slot]), landed.parity)) {
+    while (!__all_sync(0xffffffffu, mbar_test(smem_u32(&c->full[landed.slot]), landed.parity))) {
     }
 }
 

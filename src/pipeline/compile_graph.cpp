@@ -39,6 +39,8 @@ bool load_entry(const cache::Entry& e, CompileResult& r) {
     r.tensor_cores = meta.at("tensor_cores").get<bool>();
     r.device_library = meta.at("device_library").get<std::string>();
     r.smem_bytes = meta.at("smem_bytes").get<int32_t>();
+    r.kernel_name = meta.at("kernel_name").get<std::string>();
+    r.launch_threads = meta.at("launch_threads").get<int32_t>();
     if (r.num_tasks != static_cast<int64_t>(r.tables.tasks.size()) || r.num_queues != r.tables.num_queues())
       fail(Status::cache, "metadata and task tables disagree");
   } catch (const std::exception& ex) {
@@ -173,7 +175,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   bool wide = false;
   TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split);
   bool loader = false;
-  if (want_loader && weight_loader_applies(tg, sm)) {
+  // The loader's kernel entry takes at most WEFT_LOADER_ENTRY_SLOTS tensors (config.cuh).
+  if (want_loader && g.tensors().size() <= WEFT_LOADER_ENTRY_SLOTS && weight_loader_applies(tg, sm)) {
     TaskGraph lt = lower_for_weight_loader(g, values, sms, attention_split);
     if ((loader = weight_loader_applies(lt, sm))) tg = std::move(lt);
   }
@@ -198,12 +201,17 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   r.device_library = device_library_name(copts);
   r.smem_bytes = loader ? WEFT_SMEM_BYTES_LOADER : wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
   const auto compile_start = std::chrono::steady_clock::now();
-  const CompiledKernel kernel = compile_kernel(generate_megakernel_source(static_cast<int32_t>(g.tensors().size())), copts);
+  // The weight loader's library is a whole kernel of its own (device/loader_entry.cuh): nothing to generate or link.
+  const CompiledKernel kernel = loader ? library_kernel(copts)
+                                       : compile_kernel(generate_megakernel_source(static_cast<int32_t>(g.tensors().size())), copts);
   r.compile_ms = ms_since(compile_start);
   r.cubin.assign(kernel.cubin.begin(), kernel.cubin.end());
+  r.kernel_name = loader ? WEFT_LOADER_KERNEL_NAME : kMegakernelName;
+  r.launch_threads = loader ? WEFT_LOADER_LAUNCH_THREADS : WEFT_LAUNCH_THREADS;
 
-  nlohmann::json meta = {{"kernel_name", kMegakernelName},
+  nlohmann::json meta = {{"kernel_name", r.kernel_name},
                          {"block_threads", WEFT_BLOCK_THREADS},
+                         {"launch_threads", r.launch_threads},
                          {"smem_bytes", r.smem_bytes},
                          {"arch", request.arch},
                          {"queues", r.num_queues},

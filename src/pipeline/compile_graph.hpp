@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cache/kernel_cache.hpp"
+#include "codegen/kernel_source.hpp"
 #include "device/config.cuh"
 #include "graph/graph.hpp"
 #include "schedule/task_tables.hpp"
@@ -31,6 +32,11 @@ struct CompileResult {
   bool tensor_cores = true;  // linked with the device library that has the tensor-core tiles (CompileOptions)
   std::string device_library;  // the device library it links (device_library_name: "sm_90a_simt", ...)
   int32_t smem_bytes = WEFT_SMEM_BYTES_BASE;  // the kernel's dynamic shared memory: base, or wide (lower_for_device)
+  // The kernel's entry and its threads per block: the generated one, or the weight loader's library's own
+  // (WEFT_LOADER_KERNEL_NAME, WEFT_LOADER_LAUNCH_THREADS; its slot table is WEFT_LOADER_ENTRY_SLOTS long and it
+  // takes the slot count after the symbols: device/loader_entry.cuh).
+  std::string kernel_name = kMegakernelName;
+  int32_t launch_threads = WEFT_LAUNCH_THREADS;
   double lower_ms = 0, compile_ms = 0, total_ms = 0;
   std::vector<int64_t> arena_offsets;  // per tensor; -1 outside the arena
 };

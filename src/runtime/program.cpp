@@ -36,6 +36,9 @@ struct Program::Variant {
   bool launched = false;
   uint64_t last_used = 0;  // LRU stamp
   std::vector<std::pair<size_t, CUdeviceptr>> arena_slots;  // (tensor, address) of every arena tensor
+  // The weight loader's kernel (compiled.kernel_name): its fixed-length slot table, and the graph's slot count.
+  std::vector<void*> entry_slots;
+  int num_slots = 0;
 };
 
 // A specialization compiling (and loading) on a background thread in lazy mode.
@@ -162,13 +165,19 @@ std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& val
   const DriverApi& d = driver();
   try {
     check_cu(d.module_load_data(&v->module, v->compiled.cubin.data()), "cuModuleLoadData (megakernel)");
-    check_cu(d.module_get_function(&v->function, v->module, kMegakernelName), "cuModuleGetFunction");
+    check_cu(d.module_get_function(&v->function, v->module, v->compiled.kernel_name.c_str()), "cuModuleGetFunction");
+    if (v->compiled.kernel_name != kMegakernelName) {
+      if (graph_.tensors().size() > WEFT_LOADER_ENTRY_SLOTS)  // compile_graph keeps such graphs off this kernel
+        fail(Status::internal, "the weight loader's kernel takes at most " + std::to_string(WEFT_LOADER_ENTRY_SLOTS) + " tensors");
+      v->entry_slots.assign(WEFT_LOADER_ENTRY_SLOTS, nullptr);
+      v->num_slots = static_cast<int>(graph_.tensors().size());
+    }
     check_cu(d.func_set_attribute(v->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, v->compiled.smem_bytes),
              "cuFuncSetAttribute (shared memory)");
     // Every queue's block must be resident at once: a persistent kernel whose blocks cannot all run would
     // wait on tasks that never start.
     int per_sm = 0;
-    check_cu(d.occupancy_max_blocks(&per_sm, v->function, WEFT_BLOCK_THREADS, v->compiled.smem_bytes),
+    check_cu(d.occupancy_max_blocks(&per_sm, v->function, v->compiled.launch_threads, v->compiled.smem_bytes),
              "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     if (per_sm * device_->sm_count() < v->compiled.tables.num_queues())
       fail(Status::unsupported, "the megakernel needs " + std::to_string(v->compiled.tables.num_queues()) +
@@ -439,10 +448,16 @@ int32_t Program::launch_resolved(const SymbolValues& values, const SymbolValues&
     trace = v.trace;
   }
   unsigned int tuning = tuning_;
+  void* table = slots.data();
+  if (!v.entry_slots.empty()) {  // the weight loader's kernel: its table is longer than the graph's
+    std::copy(slots.begin(), slots.end(), v.entry_slots.begin());
+    table = v.entry_slots.data();
+  }
   void* params[] = {&v.tasks, &v.waits, &v.notifies, &v.queue_offsets, &v.queue_tasks, &v.events,
-                    slots.data(), &epoch, &timeout, &error, &error_info, &lp, &trace, &tuning, &symbols};
+                    table, &epoch, &timeout, &error, &error_info, &lp, &trace, &tuning, &symbols, &v.num_slots};
   const CUresult launched = d.launch_kernel(v.function, static_cast<unsigned>(v.compiled.tables.num_queues()), 1, 1,
-                                           WEFT_BLOCK_THREADS, 1, 1, static_cast<unsigned>(v.compiled.smem_bytes), stream, params, nullptr);
+                                           static_cast<unsigned>(v.compiled.launch_threads), 1, 1,
+                                           static_cast<unsigned>(v.compiled.smem_bytes), stream, params, nullptr);
   if (launched != CUDA_SUCCESS) check_cu(launched, "cuLaunchKernel (megakernel of graph '" + graph_.name() + "')");
   if (trace) {
     traced_ = &v;

@@ -62,8 +62,9 @@ bool contains(const std::vector<char>& b, const std::string& s) {
   return std::search(b.begin(), b.end(), s.begin(), s.end()) != b.end();
 }
 
-// The size of section `name` of an ELF64 cubin (little endian), or -1 when it has none.
-int64_t elf_section_size(const std::vector<char>& b, const std::string& name) {
+// A field of the section header of section `name` of an ELF64 cubin (little endian): `field` bytes at `offset` in the
+// header (0x18: where it lies in the file; 0x20: its size), or -1 when it has none.
+int64_t elf_section_field(const std::vector<char>& b, const std::string& name, size_t offset, size_t field) {
   auto get = [&](size_t at, size_t bytes) {
     uint64_t v = 0;
     for (size_t i = 0; i < bytes && at + i < b.size(); ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(b[at + i])) << (8 * i);
@@ -74,9 +75,27 @@ int64_t elf_section_size(const std::vector<char>& b, const std::string& name) {
   const uint64_t strings = get(shoff + strndx * entsize + 0x18, 8);
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t at = shoff + i * entsize, n = strings + get(at, 4);
-    if (n + name.size() < b.size() && std::string(b.data() + n) == name) return static_cast<int64_t>(get(at + 0x20, 8));
+    if (n + name.size() < b.size() && std::string(b.data() + n) == name) return static_cast<int64_t>(get(at + offset, field));
   }
   return -1;
+}
+int64_t elf_section_size(const std::vector<char>& b, const std::string& name) { return elf_section_field(b, name, 0x20, 8); }
+
+// The most registers any function of a cubin uses (the EIATTR_REGCOUNT records of its .nv.info section: entries of
+// a format byte, an attribute byte and a 16-bit value, or for format 4 its payload's size and then the payload,
+// here the function's symbol and its registers), or -1 when it has none.
+int64_t max_function_registers(const std::vector<char>& b) {
+  const int64_t at = elf_section_field(b, ".nv.info", 0x18, 8), size = elf_section_size(b, ".nv.info");
+  if (at < 0 || size < 0 || at + size > static_cast<int64_t>(b.size())) return -1;
+  auto byte = [&](int64_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(b[static_cast<size_t>(at + i)])); };
+  int64_t most = -1;
+  for (int64_t i = 0; i + 4 <= size;) {
+    const uint32_t format = byte(i), attribute = byte(i + 1), payload = byte(i + 2) | byte(i + 3) << 8;
+    if (format == 4 && attribute == 0x2f && payload == 8 && i + 12 <= size)
+      most = std::max<int64_t>(most, byte(i + 8) | byte(i + 9) << 8 | byte(i + 10) << 16 | byte(i + 11) << 24);
+    i += 4 + (format == 4 ? payload : 0);
+  }
+  return most;
 }
 
 // Sets (or clears) an environment variable for one scope.
@@ -121,19 +140,17 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
   std::vector<std::vector<char>> cubins;
   // The libraries: full, without tensor-core tiles (bf16, f16), and (sm_90 and later) full for the wide shared memory.
-  // And (sm_90 and later) the weight loader's, whose ops run on 7 warps beside the loader's.
+  // (The weight loader's is a whole kernel, never linked: WeightLoaderLibraryIsAWholeKernel.)
   const bool has_wide = std::string(GetParam()) != "sm_80";
-  for (int variant = 0; variant < (has_wide ? 5 : 3); ++variant) {
+  for (int variant = 0; variant < (has_wide ? 4 : 3); ++variant) {
     const bool tensor_cores = variant == 0 || variant == 3;
     CompileOptions o{GetParam(), false, {}};
     o.tensor_cores = tensor_cores;
     o.one_row_f16 = variant == 2;
     o.wide_smem = variant == 3;
-    o.weight_loader = variant == 4;
     EXPECT_EQ(device_library_name(o), std::string(GetParam()) + (variant == 1   ? "_simt"
                                                                  : variant == 2 ? "_simt_f16"
                                                                  : variant == 3 ? "_wide"
-                                                                 : variant == 4 ? "_simt_loader"
                                                                                 : ""));
     const CompiledKernel k = compile_kernel(generate_megakernel_source(64), o);
     ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
@@ -151,7 +168,7 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
     EXPECT_EQ(static_smem % 512, 0) << "static shared memory of " << static_smem << " bytes";
     // Static (less the reserve) and dynamic together within what a block may opt into: 163 KiB on sm_80, 227 KiB
     // from sm_90 on; past it the launch fails.
-    const int64_t dynamic = o.weight_loader ? WEFT_SMEM_BYTES_LOADER : o.wide_smem ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
+    const int64_t dynamic = o.wide_smem ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
     const int64_t most = has_wide ? 227 * 1024 : 163 * 1024;
     EXPECT_LE(static_smem - 1024 + dynamic, most) << "static " << static_smem << " + dynamic " << dynamic;
     std::cout << "[ timing   ] " << GetParam() << " (" << device_library_name(o) << ")"
@@ -165,12 +182,41 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   if (has_wide) {
     EXPECT_NE(cubins[3], cubins[0]) << "the wide option linked the full library";
     EXPECT_NE(cubins[3], cubins[1]) << "the wide option linked the library without tensor-core tiles";
-    EXPECT_NE(cubins[4], cubins[1]) << "the weight loader option linked the library without it";
   } else {
     CompileOptions o{GetParam(), false, {}};
     o.wide_smem = true;
     EXPECT_THROW(compile_kernel(generate_megakernel_source(64), o), Error) << "sm_80 has no wide library";
   }
+}
+
+// The weight loader's library (sm_90 and later) holds its own kernel entry, linked alone: an executable cubin whose
+// entry's registers let a block of WEFT_LOADER_LAUNCH_THREADS threads fit the register file (each of its four
+// quarters holds every 4th warp's), whose static and dynamic shared memory fit a block, and which has no task loop
+// apart; compile_kernel refuses to link it with a generated kernel.
+TEST_P(DeviceCompileArch, WeightLoaderLibraryHasItsOwnKernel) {
+  ScopedEnv env("WEFT_DUMP_DIR", nullptr);
+  if (std::string(GetParam()) == "sm_80") GTEST_SKIP() << "sm_80 has no weight loader's library (no bulk copies)";
+  CompileOptions o{GetParam(), false, {}};
+  o.tensor_cores = false;
+  o.weight_loader = true;
+  EXPECT_EQ(device_library_name(o), std::string(GetParam()) + "_simt_loader");
+  const CompiledKernel k = library_kernel(o);
+  ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
+  EXPECT_EQ(k.cubin[0x10], 2) << "ELF type " << int(k.cubin[0x10]) << ": not an executable cubin";
+  EXPECT_GT(k.link_ms, 0);
+  const std::string entry = WEFT_LOADER_KERNEL_NAME;
+  EXPECT_GT(elf_section_size(k.cubin, ".text." + entry), 0) << "no code for " << entry;
+  // Every function the kernel may call runs on its registers.
+  const int64_t regs = max_function_registers(k.cubin), warps_per_quarter = (WEFT_LOADER_LAUNCH_THREADS / WEFT_WARP_THREADS + 3) / 4;
+  EXPECT_GT(regs, 0);
+  EXPECT_LE(regs * WEFT_WARP_THREADS * warps_per_quarter, 65536 / 4) << regs << " registers per thread";
+  const int64_t static_smem = elf_section_size(k.cubin, ".nv.shared." + entry);
+  EXPECT_GT(static_smem, 0);
+  EXPECT_LE(static_smem - 1024 + WEFT_SMEM_BYTES_LOADER, 227 * 1024) << "static " << static_smem;
+  EXPECT_FALSE(contains(k.cubin, "weft_dev_run_queues"));
+  EXPECT_THROW(compile_kernel(generate_megakernel_source(64), o), Error) << "linked with a generated kernel";
+  o.weight_loader = false;
+  EXPECT_THROW(library_kernel(o), Error) << "a library without its own kernel taken as one";
 }
 
 TEST_P(DeviceCompileArch, SyntaxErrorGivesTheNvrtcLog) {
@@ -408,7 +454,7 @@ TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
 }
 
 // $WEFT_WEIGHT_LOADER=1: a kernel of one-row bf16 tiles on sm_90 and later links the weight loader's library
-// ("<arch>_simt_loader") and launches with its shared memory (metadata and cache hits say so); where it
+// ("<arch>_simt_loader") and launches its kernel with its shared memory (metadata and cache hits say so); where it
 // does not apply (tensor-core tiles, sm_80, x rows past the ops' share) the library is the one without it. The
 // switch enters the cache key; a value other than 0 or 1 is an invalid_argument naming the variable.
 TEST(DeviceCompile, WeightLoaderLinksItsLibraryWhereItApplies) {
@@ -426,6 +472,8 @@ TEST(DeviceCompile, WeightLoaderLinksItsLibraryWhereItApplies) {
       const CompileResult r = compile_graph(g, one, &kc);
       EXPECT_EQ(r.device_library, "sm_90a_simt");
       EXPECT_EQ(r.smem_bytes, WEFT_SMEM_BYTES_BASE);
+      EXPECT_EQ(r.kernel_name, kMegakernelName);
+      EXPECT_EQ(r.launch_threads, WEFT_LAUNCH_THREADS);
       plain_key = r.key_hex;
     }
     const std::string on = "1";
@@ -440,6 +488,11 @@ TEST(DeviceCompile, WeightLoaderLinksItsLibraryWhereItApplies) {
     ASSERT_TRUE(hit.cache_hit);
     EXPECT_EQ(hit.device_library, r.device_library);
     EXPECT_EQ(hit.smem_bytes, r.smem_bytes);
+    // Its kernel is the library's own (loader_entry.cuh), of a warp more.
+    EXPECT_EQ(r.kernel_name, WEFT_LOADER_KERNEL_NAME);
+    EXPECT_EQ(r.launch_threads, WEFT_LOADER_LAUNCH_THREADS);
+    EXPECT_EQ(hit.kernel_name, r.kernel_name);
+    EXPECT_EQ(hit.launch_threads, r.launch_threads);
     // Where it does not apply: tensor-core tiles (batch 4), an arch without bulk copies (sm_80).
     CompileRequest four = one;
     four.symbols = SymbolValues(g.symbols().size(), 4);
