@@ -366,8 +366,8 @@ __device__ __noinline__ void attention_general(const weft_task_args* a, const we
             }
           }
           block_sync();
-          // 2. softmax statistics, one warp per head (a warp takes two where the block has fewer warps than
-          //    heads: the weight loader's 7 op warps, WEFT_DEV_LOADER)
+          // 2. softmax statistics, one warp per head (a warp takes more where the block has fewer warps than
+          //    heads)
           for (int g = warp(); g < gc; g += WEFT_BLOCK_WARPS) {
             float* sc = sm.score + g * sm.chunk;
             const float m_old = sm.m[g], m_new = nan_max(m_old, warp_max_of(sc, tc));
