@@ -39,9 +39,9 @@
 // hold 3 of its warps: 65536 / 4 / 96 = 170: WEFT_LOADER_MAX_REGISTERS, that library's nvcc -maxrregcount), where
 // the task loop, compiled apart, takes ~222; compiled into the kernel entry it fits 168 (with fewer spills than the
 // 255-register loop: docs/perf.md round 43). So that library holds its own kernel entry (loader_entry.cuh), linked
-// alone: the generated part is not used. Its slot table holds at most WEFT_LOADER_ENTRY_SLOTS pointers. The ops get WEFT_SMEM_BYTES_LOADER_OPS (the ring, its mbarriers and the
-// op warps' ring positions beside it fill the block's 227 KiB, less the task loop's static shared memory); the
-// kernel is launched with WEFT_SMEM_BYTES_LOADER.
+// alone: the generated part is not used. Its slot table holds at most WEFT_LOADER_ENTRY_SLOTS pointers. The ops get
+// WEFT_SMEM_BYTES_LOADER_OPS (the ring, its mbarriers and the op warps' ring positions beside it fill the block's
+// 227 KiB, less the task loop's static shared memory); the kernel is launched with WEFT_SMEM_BYTES_LOADER.
 #define WEFT_LOADER_LAUNCH_THREADS (WEFT_BLOCK_THREADS + WEFT_WARP_THREADS)
 #define WEFT_LOADER_MAX_REGISTERS 168
 #define WEFT_LOADER_ENTRY_SLOTS 1024

@@ -455,8 +455,9 @@ TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
 
 // $WEFT_WEIGHT_LOADER=1: a kernel of one-row bf16 tiles on sm_90 and later links the weight loader's library
 // ("<arch>_simt_loader") and launches its kernel with its shared memory (metadata and cache hits say so); where it
-// does not apply (tensor-core tiles, sm_80, x rows past the ops' share) the library is the one without it. The
-// switch enters the cache key; a value other than 0 or 1 is an invalid_argument naming the variable.
+// does not apply (tensor-core tiles, more tensors than its kernel takes, sm_80, x rows past the ops' share) the library
+// is the one without it. The switch enters the cache key; a value other than 0 or 1 is an invalid_argument naming the
+// variable.
 TEST(DeviceCompile, WeightLoaderLinksItsLibraryWhereItApplies) {
   ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
   TempKernelCache tmp("weft-weight-loader");
@@ -493,10 +494,18 @@ TEST(DeviceCompile, WeightLoaderLinksItsLibraryWhereItApplies) {
     EXPECT_EQ(r.launch_threads, WEFT_LOADER_LAUNCH_THREADS);
     EXPECT_EQ(hit.kernel_name, r.kernel_name);
     EXPECT_EQ(hit.launch_threads, r.launch_threads);
-    // Where it does not apply: tensor-core tiles (batch 4), an arch without bulk copies (sm_80).
+    // Where it does not apply: tensor-core tiles (batch 4), an arch without bulk copies (sm_80), below.
     CompileRequest four = one;
     four.symbols = SymbolValues(g.symbols().size(), 4);
     EXPECT_EQ(compile_graph(g, four, &kc).device_library, "sm_90a");
+    // More tensors than the loader's kernel entry takes (WEFT_LOADER_ENTRY_SLOTS) keep the generated kernel.
+    const Graph deep = build_decoder_graph(test::tiny_decoder(120, 1, 64));
+    ASSERT_GT(deep.tensors().size(), static_cast<size_t>(WEFT_LOADER_ENTRY_SLOTS));
+    CompileRequest d1;
+    d1.symbols = SymbolValues(deep.symbols().size(), 1);
+    const CompileResult many = compile_graph(deep, d1, &kc);
+    EXPECT_EQ(many.device_library, "sm_90a_simt");
+    EXPECT_EQ(many.kernel_name, kMegakernelName);
     CompileRequest a100 = one;
     a100.arch = "sm_80";
     const CompileResult old = compile_graph(g, a100, &kc);
