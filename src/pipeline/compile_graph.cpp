@@ -201,7 +201,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   r.device_library = device_library_name(copts);
   r.smem_bytes = loader ? WEFT_SMEM_BYTES_LOADER : wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
   const auto compile_start = std::chrono::steady_clock::now();
-  // The weight loader's library is a whole kernel of its own (device/loader_entry.cuh): nothing to generate or link.
+  // The weight loader's library holds its own kernel entry (device/loader_entry.cuh): nothing to generate, the library
+  // linked alone.
   const CompiledKernel kernel = loader ? library_kernel(copts)
                                        : compile_kernel(generate_megakernel_source(static_cast<int32_t>(g.tensors().size())), copts);
   r.compile_ms = ms_since(compile_start);

@@ -140,7 +140,7 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
   std::vector<std::vector<char>> cubins;
   // The libraries: full, without tensor-core tiles (bf16, f16), and (sm_90 and later) full for the wide shared memory.
-  // (The weight loader's is a whole kernel, never linked: WeightLoaderLibraryIsAWholeKernel.)
+  // (The weight loader's holds its own kernel entry and is linked alone: WeightLoaderLibraryHasItsOwnKernel.)
   const bool has_wide = std::string(GetParam()) != "sm_80";
   for (int variant = 0; variant < (has_wide ? 4 : 3); ++variant) {
     const bool tensor_cores = variant == 0 || variant == 3;
