@@ -32,9 +32,12 @@ static __device__ __noinline__ void silu_mul_linear_general(const weft_task_args
 // critical path of every qkv and gate_up tile (0.4-0.5 us per task; batch 1 1.2-2.7% faster, H200, docs/perf.md
 // round 19). Same sums in the same order as norm_row<T, true, false>, so the same values. False, with nothing done,
 // where the row takes more than kMaxV vectors per thread or is not made of aligned 16-byte vectors.
+// With `tenv` set, x is a tagged tensor's words (tagged.cuh, bf16 only; slot `tslot`), each vector loaded once
+// current.
 template <typename T, int kMaxV>
 __device__ __forceinline__ bool rmsnorm_row_weight_async(const T* x, const T* w, T* o, i64 n, float eps,
-                                                         float* scratch) {
+                                                         float* scratch, const weft_env* tenv = nullptr,
+                                                         int tslot = -1) {
   constexpr int N = Vec<T>::N;
   if (n % N != 0 || n / N > static_cast<i64>(kMaxV) * WEFT_BLOCK_THREADS || !aligned16(x) || !aligned16(w) ||
       !aligned16(o))
@@ -46,10 +49,34 @@ __device__ __forceinline__ bool rmsnorm_row_weight_async(const T* x, const T* w,
     const int v = tid() + u * WEFT_BLOCK_THREADS;
     if (v < nv) {
       cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(o + v * N)), w + v * N);
-      xr[u] = *reinterpret_cast<const uint4*>(x + v * N);
+      if (tenv == nullptr) xr[u] = *reinterpret_cast<const uint4*>(x + v * N);
     }
   }
   cp_async_commit();
+  if (tenv != nullptr) {  // every vector's words requested before the first is checked
+    static_assert(kMaxV <= 2, "the tagged words of kMaxV vectors are held at once");
+    const unsigned int tag = step_tag(tenv);
+    const unsigned int* xw = reinterpret_cast<const unsigned int*>(x);
+    uint4 wr[kMaxV][2];
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u) {
+      const int v = tid() + u * WEFT_BLOCK_THREADS;
+      if (v < nv) {
+        wr[u][0] = ld_relaxed_v4(xw + v * 8);
+        wr[u][1] = ld_relaxed_v4(xw + v * 8 + 4);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u) {
+      const int v = tid() + u * WEFT_BLOCK_THREADS;
+      if (v < nv) {
+        if (!(tags_current(wr[u][0], tag) && tags_current(wr[u][1], tag)))
+          tagged_retry<2>(xw + v * 8, tag, wr[u], tenv, tslot, static_cast<i64>(v) * 8);
+        xr[u] = make_uint4(tagged_pair(wr[u][0].x, wr[u][0].y), tagged_pair(wr[u][0].z, wr[u][0].w),
+                           tagged_pair(wr[u][1].x, wr[u][1].y), tagged_pair(wr[u][1].z, wr[u][1].w));
+      }
+    }
+  }
   float ss = 0.0f;
 #pragma unroll
   for (int u = 0; u < kMaxV; ++u) {
@@ -85,11 +112,57 @@ __device__ __noinline__ void rmsnorm_one_row_general(const T* x_row, const T* nw
   norm_row<T, true, false>(x_row, nw, nullptr, xs, k, eps, 0, k, tid(), WEFT_BLOCK_THREADS, scratch);
 }
 
-// rmsnorm_linear's x stage for a tile of one row (x_row) by the whole block into xs (one_row_gemv).
+// rmsnorm_linear's x stage for a tile of one row (x_row) by the whole block into xs (one_row_gemv). With `tenv`, x_row
+// is tagged words (lowering tags only rows the fast path takes: tagged_handoffs.cpp); false for a tagged row it does
+// not take.
 template <typename T>
-__device__ __forceinline__ void rmsnorm_one_row_x(const T* x_row, const T* nw, T* xs, i64 k, float eps, float* scratch) {
-  if (!rmsnorm_row_weight_async<T, 2>(x_row, nw, xs, k, eps, scratch))
-    rmsnorm_one_row_general<T>(x_row, nw, xs, k, eps, scratch);
+__device__ __forceinline__ bool rmsnorm_one_row_x(const T* x_row, const T* nw, T* xs, i64 k, float eps, float* scratch,
+                                                  const weft_env* tenv = nullptr, int tslot = -1) {
+  if (rmsnorm_row_weight_async<T, 2>(x_row, nw, xs, k, eps, scratch, tenv, tslot)) return true;
+  if (tenv != nullptr) return false;
+  rmsnorm_one_row_general<T>(x_row, nw, xs, k, eps, scratch);
+  return true;
+}
+
+// silu_mul_linear's x stage of one row from tagged gate/up words g ([2K], tagged.cuh) into xs, by the whole block:
+// the same arithmetic as silu_mul_x_rows. Each thread requests the words of up to 2 vectors of gate and of up before
+// it checks the first.
+__device__ __forceinline__ void silu_mul_tagged_x(bf16* xs, const unsigned int* g, i64 k, const weft_env* env, int slot) {
+  constexpr int N = 8, kBatch = 2;
+  const unsigned int tag = step_tag(env);
+  const int nv = static_cast<int>(k / N);
+  for (int base = tid(); base < nv; base += kBatch * WEFT_BLOCK_THREADS) {
+    uint4 gw[kBatch][2], uw[kBatch][2];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int v = base + b * WEFT_BLOCK_THREADS;
+      if (v < nv) {
+        gw[b][0] = ld_relaxed_v4(g + v * N);
+        gw[b][1] = ld_relaxed_v4(g + v * N + 4);
+        uw[b][0] = ld_relaxed_v4(g + k + v * N);
+        uw[b][1] = ld_relaxed_v4(g + k + v * N + 4);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int v = base + b * WEFT_BLOCK_THREADS;
+      if (v >= nv) continue;
+      if (!(tags_current(gw[b][0], tag) && tags_current(gw[b][1], tag)))
+        tagged_retry<2>(g + v * N, tag, gw[b], env, slot, static_cast<i64>(v) * N);
+      if (!(tags_current(uw[b][0], tag) && tags_current(uw[b][1], tag)))
+        tagged_retry<2>(g + k + v * N, tag, uw[b], env, slot, k + static_cast<i64>(v) * N);
+      float gv[N], uv[N], ov[N];
+      unpack_vec<bf16>(make_uint4(tagged_pair(gw[b][0].x, gw[b][0].y), tagged_pair(gw[b][0].z, gw[b][0].w),
+                                  tagged_pair(gw[b][1].x, gw[b][1].y), tagged_pair(gw[b][1].z, gw[b][1].w)),
+                       gv);
+      unpack_vec<bf16>(make_uint4(tagged_pair(uw[b][0].x, uw[b][0].y), tagged_pair(uw[b][0].z, uw[b][0].w),
+                                  tagged_pair(uw[b][1].x, uw[b][1].y), tagged_pair(uw[b][1].z, uw[b][1].w)),
+                       uv);
+#pragma unroll
+      for (int j = 0; j < N; ++j) ov[j] = __fmul_rn(silu_f(gv[j]), uv[j]);
+      store_vec(xs + v * N, ov);
+    }
+  }
 }
 
 // silu_mul_linear's x stage: rows [row0, row0 + rows) of gate/up g ([.., 2K]) activated into xs (row stride ldx).

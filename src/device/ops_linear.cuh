@@ -14,6 +14,7 @@
 
 #include "common.cuh"
 #include "gemv_mma.cuh"
+#include "tagged.cuh"
 
 namespace weft_dev {
 
@@ -232,18 +233,36 @@ struct LinearOut {
   }
   // The same in three parts, for a caller that loads an output's bias and residual ahead of its sum and stores
   // several outputs at once (gemv_stream.cuh): pre loads, value adds, put rounds and stores.
+  // Tagged hand-offs (tagged.cuh; the one-row tiles only, which use pre and put): WEFT_TAGGED_RES / _OUT in `tagged`
+  // make the residual / the output words of bf16 value and `tag`; env and res_slot name the residual in a watchdog
+  // error.
+  unsigned int tagged = 0, tag = 0, out_tag = 0;  // out_tag: the outputs' (tag, but for WEFT_TUNE_TAGGED_STALE)
+  const weft_env* env = nullptr;
+  int res_slot = -1;
   struct Pre {
     float b, r;
   };
   __device__ __forceinline__ Pre pre(i64 row, i64 n) const {
-    return Pre{bias != nullptr ? to_f(bias[n]) : 0.0f, res != nullptr ? to_f(res[row * n_dim + n]) : 0.0f};
+    float r = 0.0f;
+    if (res != nullptr) {
+      const i64 e = row * n_dim + n;
+      r = (tagged & WEFT_TAGGED_RES) ? load_tagged1(reinterpret_cast<const unsigned int*>(res) + e, tag, env, res_slot, e)
+                                     : to_f(res[e]);
+    }
+    return Pre{bias != nullptr ? to_f(bias[n]) : 0.0f, r};
   }
   __device__ __forceinline__ float value(float v, const Pre& p) const {
     if (bias != nullptr) v += p.b;
     if (res != nullptr) v += p.r;
     return v;
   }
-  __device__ __forceinline__ void put(i64 row, i64 n, float v) const { o[row * n_dim + n] = from_f<T>(v); }
+  __device__ __forceinline__ void put(i64 row, i64 n, float v) const {
+    const T r = from_f<T>(v);
+    if (tagged & WEFT_TAGGED_OUT)
+      st_relaxed_u32(reinterpret_cast<unsigned int*>(o) + row * n_dim + n, tagged_word(r, out_tag));
+    else
+      o[row * n_dim + n] = r;
+  }
 };
 
 // A plain linear's x rows (`width` elements each, `lds` apart) into shared memory at row stride ldx: by cp.async

@@ -33,6 +33,21 @@
 // ... raised by an op warp waiting for the weight loader's ring (WEFT_DEVLIB_LOADER; error_info[2]: the slot, [3]: the
 // parity of the phase it waited for).
 #define WEFT_DEV_WAIT_LOADER 0xfffffffdu
+// ... raised by a task reading a tagged tensor (below) whose words did not reach the step's tag in time (error_info[2]:
+// the tensor's slot, [3]: the element).
+#define WEFT_DEV_WAIT_TAGGED 0xfffffffcu
+// error_info[2] of a WEFT_DEV_ERR_BAD_TASK: a task with tagged operands that the one-row GEMV path did not take.
+#define WEFT_DEV_BAD_TAGGED_TILE 2u
+
+// Tagged hand-offs (lower/tagged_handoffs.hpp): an intermediate that only one-row bf16 GEMV tiles produce and read
+// is stored as 32-bit words, the bf16 value in the low half and the step's tag (its epoch's low 16 bits) in the high
+// half, written without a fence or an event; its readers load the words until every tag is the step's instead of
+// polling a counter and then loading the data (one L2 round trip where there were two). A GEMV task's i[3] says
+// which of its operands are such words.
+#define WEFT_TAGGED_X 1u    // x (in[0]): gate/up for SILU_MUL_LINEAR
+#define WEFT_TAGGED_RES 2u  // the residual
+#define WEFT_TAGGED_OUT 4u  // the output
+#define WEFT_TAGGED_ARG 3   // the index in weft_task_args::i of those bits
 
 // Arguments of one task. The meaning of d[], f[] and i[] is fixed per op and written next to each device
 // function in the device library (src/device/ops_*.cuh) and where lowering fills them (src/lower).
@@ -107,6 +122,8 @@ struct weft_env {
 // Test hook: the weight loader copies nothing while the op warps expect its slots (the watchdog's error, the loader's
 // exit with nothing in flight).
 #define WEFT_TUNE_LOADER_STALL (1u << 13)
+// Test hook: tagged outputs carry the previous step's tag, so their readers wait until the watchdog stops them.
+#define WEFT_TUNE_TAGGED_STALE (1u << 14)
 // Never set: allocation-ticket builds of the device library (WEFT_DEVLIB_TICKET, task_loop.cuh) branch on it to
 // stores that must not run.
 #define WEFT_TUNE_TICKET_NEVER (1u << 30)

@@ -60,6 +60,9 @@ struct EventDesc {
 struct TaskWait {
   int32_t event = -1;
   uint32_t count = 0;  // satisfied when the counter reaches count * epoch
+  // Met on the device by reading a tagged hand-off's words (lower/tagged_handoffs.hpp), not by the counter: the
+  // simulator honours it, the device tables leave it out (drop_tagged_waits).
+  bool tagged = false;
 };
 
 struct Task {

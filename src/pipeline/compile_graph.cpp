@@ -13,6 +13,7 @@
 #include "core/version.hpp"
 #include "device/config.cuh"
 #include "graph/serialize.hpp"
+#include "lower/tagged_handoffs.hpp"
 #include "lower/task_graph.hpp"
 #include "schedule/memory_plan.hpp"
 #include "schedule/schedule.hpp"
@@ -63,7 +64,7 @@ void dump_task_graph(const Graph& g, const TaskGraph& tg, const Schedule& s, con
   for (size_t i = 0; i < tg.tasks.size(); ++i) {
     const Task& t = tg.tasks[i];
     nlohmann::json waits = nlohmann::json::array();
-    for (const TaskWait& w : t.waits) waits.push_back({w.event, w.count});
+    for (const TaskWait& w : t.waits) waits.push_back({w.event, w.count, w.tagged});
     j["tasks"].push_back({{"name", tg.task_name(g, static_cast<int32_t>(i))},
                           {"tile", {t.tile.row0, t.tile.row1, t.tile.col0, t.tile.col1}},
                           {"waits", waits},
@@ -152,12 +153,14 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   const int32_t sm = arch_sm(request.arch);
   const int32_t attention_split = attention_split_limit();
   const bool want_loader = weight_loader_requested();
+  const bool want_tagged = tagged_handoffs_requested();
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
                                    ";smem=" + std::to_string(WEFT_SMEM_BYTES_BASE) + "/" +
                                    std::to_string(sm >= WEFT_SMEM_WIDE_MIN_SM ? WEFT_SMEM_BYTES_WIDE : 0) +
                                    ";lineinfo=" + (copts.line_info ? "1" : "0") +
                                    ";attn_split=" + std::to_string(attention_split) +
                                    ";loader=" + (want_loader ? "1" : "0") +
+                                   ";tagged=" + (want_tagged ? "1" : "0") +
                                    ";codegen=" + codegen_version();
   const cache::CacheKey key = cache::make_key(cache::KeyParts{graph_hash(g), specialization_text(values), request.arch,
                                                               options_text, kVersionString, nvrtc_version(),
@@ -180,11 +183,16 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
     TaskGraph lt = lower_for_weight_loader(g, values, sms, attention_split);
     if ((loader = weight_loader_applies(lt, sm))) tg = std::move(lt);
   }
-  const MemoryPlan plan = plan_memory(g, tg);
+  // Tagged hand-offs need the library whose task loop runs the one-row bf16 tiles (neither tensor cores nor f16 ones
+  // inlined), its base shared memory, and not the loader's.
+  const bool tag_library = !loader && !wide && !may_use_tensor_core_tiles(tg) && !one_row_tiles_f16(tg);
+  const TaggedHandoffs tagged = plan_tagged_handoffs(g, tg, want_tagged && tag_library);
+  const MemoryPlan plan = plan_memory(g, tg, tagged.tensor);
   finalize_events(tg);
   const Schedule schedule = schedule_static(tg, sms);
   simulate(g, tg, schedule, plan, SimulationOptions{request.verify_seed, 2});
   dump_task_graph(g, tg, schedule, r.key_hex);
+  drop_tagged_waits(tg);
   r.tables = build_task_tables(tg, schedule, static_cast<int32_t>(g.tensors().size()));
   r.num_tasks = static_cast<int64_t>(tg.tasks.size());
   r.num_events = static_cast<int64_t>(tg.events.size());
@@ -223,6 +231,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                          {"arena_offsets", r.arena_offsets},
                          {"estimated_us", schedule.estimated_us},
                          {"tensor_cores", r.tensor_cores},
+                         {"tagged_tensors", tagged.count},
                          {"device_library", r.device_library},
                          {"graph", g.name()}};
   r.metadata = meta.dump();

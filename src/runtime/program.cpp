@@ -21,6 +21,7 @@ struct Program::Variant {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   CUdeviceptr tasks = 0, waits = 0, notifies = 0, queue_offsets = 0, queue_tasks = 0, events = 0, arena = 0;
+  size_t arena_bytes = 0;
   size_t events_bytes = 0;  // the event counters, the grid barrier and gate words of multi-step runs, the scratch words
   unsigned int epoch = 0;
   unsigned int barriers = 0;  // grid barriers completed (multi-step runs)
@@ -204,6 +205,9 @@ std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& val
     v->queue_tasks = upload(t.queue_tasks, "queues");
     const auto arena_bytes = static_cast<size_t>(std::max<int64_t>(v->compiled.arena_bytes, 256));
     check_cu(d.mem_alloc(&v->arena, arena_bytes), "cuMemAlloc (arena of " + std::to_string(arena_bytes) + " bytes)");
+    // Zeroed: no word of a tagged hand-off may carry an epoch's tag before that epoch writes it (device/tagged.cuh).
+    check_cu(d.memset_d8(v->arena, 0, arena_bytes), "cuMemsetD8 (arena)");
+    v->arena_bytes = arena_bytes;
     check_cu(d.event_create(&v->done, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     for (size_t i = 0; i < v->compiled.arena_offsets.size(); ++i)
       if (v->compiled.arena_offsets[i] >= 0) v->arena_slots.emplace_back(i, v->arena + static_cast<CUdeviceptr>(v->compiled.arena_offsets[i]));
@@ -552,6 +556,8 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
   const DriverApi& d = driver();
   for (auto& [values, var] : variants_) {
     d.memset_d8(var->events, 0, var->events_bytes);
+    // Tagged hand-offs (device/tagged.cuh) hold the failed launch's tags, which the restarted epochs would reach.
+    if (var->arena) d.memset_d8(var->arena, 0, var->arena_bytes);
     var->epoch = 0;
     var->barriers = 0;
     var->gates = 0;
@@ -568,6 +574,11 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
                                    std::to_string(b) + " (phase parity " + std::to_string(c) + ") for more than " +
                                    std::to_string(watchdog_ms(options_.watchdog_ms)) +
                                    " ms: the loader and the tile disagree on its weights (WEFT_WEIGHT_LOADER); the watchdog stopped the kernel");
+      if (a == WEFT_DEV_WAIT_TAGGED)
+        fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited for element " + std::to_string(c) +
+                                   " of '" + (b < graph_.tensors().size() ? graph_.tensor(static_cast<TensorId>(b)).name : std::string("?")) +
+                                   "' (a tagged hand-off) to be written this step for more than " +
+                                   std::to_string(watchdog_ms(options_.watchdog_ms)) + " ms; the watchdog stopped the kernel");
       fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited on " +
                                  (a == 0xffffffffu ? std::string("the other blocks") : "event " + std::to_string(a)) +
                                  " for more than " + std::to_string(watchdog_ms(options_.watchdog_ms)) +
@@ -579,6 +590,13 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
     case WEFT_DEV_ERR_POSITION:
       invalid("graph '" + graph_.name() + "': " + where + ": row " + std::to_string(a) + " has position " +
               std::to_string(static_cast<int>(b)) + ", outside the KV cache");
+    case WEFT_DEV_ERR_BAD_TASK:
+      if (b == WEFT_DEV_BAD_TAGGED_TILE)
+        fail(Status::unsupported, "graph '" + graph_.name() + "': " + where +
+                                      " reads or writes a tagged hand-off but could not run as a one-row GEMV tile (its "
+                                      "weight must be 16-byte aligned); set WEFT_TAGGED_HANDOFFS=0 to compile without them");
+      fail(Status::internal, "graph '" + graph_.name() + "': " + where + " names device op " + std::to_string(a) +
+                                 ", which the kernel's device library does not have");
     default:
       fail(Status::internal, "graph '" + graph_.name() + "': " + where + " raised device error " + std::to_string(code));
   }

@@ -8,7 +8,8 @@ namespace {
 int64_t align_up(int64_t v) { return (v + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, TaskGraph& tg) {
+MemoryPlan plan_memory(const Graph& g, TaskGraph& tg, const std::vector<bool>& tagged) {
+  auto is_tagged = [&](TensorId t) { return static_cast<size_t>(t) < tagged.size() && tagged[static_cast<size_t>(t)]; };
   const auto& tensors = g.tensors();
   const auto& nodes = g.nodes();
   MemoryPlan plan;
@@ -42,11 +43,11 @@ MemoryPlan plan_memory(const Graph& g, TaskGraph& tg) {
   for (TensorId t : order) {
     const auto ti = static_cast<size_t>(t);
     const int32_t first = tensors[ti].producer, last = std::max(last_use[ti], first);
-    const int64_t size = align_up(std::max<int64_t>(plan.bytes[ti], 1));
-    // Candidate offsets: 0 and the end of every placed tensor whose lifetime overlaps ours.
+    const int64_t size = align_up(std::max<int64_t>(plan.bytes[ti] * (is_tagged(t) ? 2 : 1), 1));
+    // Candidate offsets: 0 and the end of every placed tensor whose lifetime overlaps ours (a tagged one's: all).
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (const Placed& p : placed)
-      if (!(p.last < first || last < p.first)) busy.emplace_back(p.begin, p.end);
+      if (is_tagged(t) || is_tagged(p.t) || !(p.last < first || last < p.first)) busy.emplace_back(p.begin, p.end);
     std::sort(busy.begin(), busy.end());
     int64_t at = 0;
     for (const auto& [b, e] : busy) {

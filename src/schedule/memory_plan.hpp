@@ -22,6 +22,9 @@ struct MemoryPlan {
 
 // Places intermediates by liveness (node order) and adds the write-after-read waits reuse needs to `tg`.
 // Call between lower() and finalize_events().
-MemoryPlan plan_memory(const Graph& g, TaskGraph& tg);
+// `tagged` (TaggedHandoffs::tensor, or empty): tensors stored as tagged words, 4 bytes per element, each in memory
+// of its own — a tagged word's last tag must be its own tensor's, and a word must never be written by a tensor
+// placed over it.
+MemoryPlan plan_memory(const Graph& g, TaskGraph& tg, const std::vector<bool>& tagged = {});
 
 }  // namespace weft

@@ -1,0 +1,136 @@
+// Tagged hand-offs on the GPU (device/tagged.cuh): batch-1 generation of decoders whose o, gate/up and down projections
+// hand over by tagged words gives the same logits, bit for bit, as the same kernel's counters
+// (WEFT_TAGGED_HANDOFFS=0), stays within the CPU reference's tolerance, and multi-step launches (the tags of every
+// step of one launch) give one launch per step's tokens. Words that never become current are the watchdog's error,
+// naming the tensor, and the program runs on after it.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "device/task_abi.h"
+#include "gpu_test_util.hpp"
+#include "models/device_generator.hpp"
+#include "models/model_weights.hpp"
+#include "pipeline/compile_graph.hpp"
+#include "tiny_generation.hpp"
+
+namespace weft {
+namespace {
+
+struct EnvFor {
+  EnvFor(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~EnvFor() { unsetenv(name_); }
+  EnvFor(const EnvFor&) = delete;
+  EnvFor& operator=(const EnvFor&) = delete;
+  const char* name_;
+};
+
+// Two layers of hidden 1024 (rows of 2 KiB: the one-row tiles), Qwen3's heads of 128 or Llama's of 64.
+struct TaggedModel {
+  TaggedModel(bool qwen, int64_t ffn) {
+    dir = std::filesystem::temp_directory_path() /
+          ("weft_gpu_tagged_" + std::to_string(::getpid()) + (qwen ? "_q" : "_l") + std::to_string(ffn));
+    std::filesystem::remove_all(dir);
+    DecoderShape s = test::tiny_decoder(2, 2, 96, qwen);
+    s.hidden = 1024;
+    s.head_dim = qwen ? 128 : 64;
+    s.q_heads = 1024 / s.head_dim;
+    s.kv_heads = s.q_heads / 2;
+    s.ffn = ffn;
+    s.tie_word_embeddings = !qwen;
+    write_random_checkpoint(dir, s, 11, 0.05f);
+    model = std::make_shared<const Model>(dir, ModelOptions{2, 0});
+  }
+  ~TaggedModel() { std::filesystem::remove_all(dir); }
+  std::filesystem::path dir;
+  std::shared_ptr<const Model> model;
+};
+
+int64_t tagged_tensors(const Model& m) {
+  CompileRequest req;
+  req.symbols = SymbolValues(m.graph().symbols().size(), 1);
+  return nlohmann::json::parse(compile_graph(m.graph(), req, nullptr).metadata).at("tagged_tensors").get<int64_t>();
+}
+
+TEST(GpuTaggedHandoffs, GenerationEqualsTheCountersBitForBit) {
+  WEFT_REQUIRE_GPU();
+  test::GpuSession session;
+  for (const auto& [qwen, ffn] : std::vector<std::pair<bool, int64_t>>{{true, 3072}, {false, 8192}}) {
+    TaggedModel tm(qwen, ffn);
+    const char* name = qwen ? "qwen3-shaped" : "llama-shaped";
+    EXPECT_EQ(tagged_tensors(*tm.model), 6) << name;
+    auto ref = make_reference_generator(tm.model, false);
+    GenerateRequest r = test::tiny_request(1, 24);
+    const int64_t vocab = tm.model->shape().vocab;
+    std::vector<float> want(static_cast<size_t>(r.steps * vocab)), tagged(want.size()), counters(want.size());
+    r.logits = want.data();
+    r.forced = ref->generate(r).tokens;  // every run consumes the reference's tokens
+    r.logits = tagged.data();
+    auto gpu = make_device_generator(tm.model, session.context(), ProgramOptions{});
+    gpu->generate(r);
+    {
+      EnvFor off("WEFT_TAGGED_HANDOFFS", "0");
+      EXPECT_EQ(tagged_tensors(*tm.model), 0) << name;
+      auto plain = make_device_generator(tm.model, session.context(), ProgramOptions{});
+      r.logits = counters.data();
+      plain->generate(r);
+    }
+    EXPECT_EQ(tagged, counters) << name << ": the same values stored as words and as bf16";
+    for (int64_t j = 0; j < r.steps; ++j) {
+      double num = 0, den = 0;
+      for (int64_t v = 0; v < vocab; ++v) {
+        const double g = tagged[static_cast<size_t>(j * vocab + v)], w = want[static_cast<size_t>(j * vocab + v)];
+        num += (g - w) * (g - w);
+        den += w * w;
+      }
+      EXPECT_LE(std::sqrt(num / den), 2e-2) << name << " step " << j;
+    }
+    // Multi-step launches: every step's tags within one launch.
+    GenerateRequest free = test::tiny_request(1, 40);
+    const GenerateResult step = gpu->generate(free);
+    free.multi_step = true;
+    EXPECT_EQ(gpu->generate(free).tokens, step.tokens) << name;
+    EXPECT_EQ(gpu->generate(free).tokens, step.tokens) << name << ", repeated";
+  }
+}
+
+// Outputs that carry the previous step's tag (WEFT_TUNE_TAGGED_STALE, a test hook) leave their readers waiting: the
+// watchdog ends the kernel with Status::deadlock naming the tagged tensor, and a run without the hook is right again
+// (the arena's stale tags cleared with the counters).
+TEST(GpuTaggedHandoffs, WordsThatNeverBecomeCurrentAreTheWatchdogsError) {
+  WEFT_REQUIRE_GPU();
+  test::GpuSession session;
+  TaggedModel tm(true, 3072);
+  ProgramOptions o;
+  o.watchdog_ms = 200;
+  GenerateRequest r = test::tiny_request(1, 3);
+  auto good = make_device_generator(tm.model, session.context(), o);
+  const GenerateResult want = good->generate(r);
+  {
+    EnvFor tune("WEFT_TUNE", std::to_string(WEFT_TUNE_TAGGED_STALE));
+    auto stale = make_device_generator(tm.model, session.context(), o);
+    try {
+      stale->generate(r);
+      ADD_FAILURE() << "stale tagged words were not reported";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::deadlock) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(a tagged hand-off) to be written this step"), std::string::npos) << e.what();
+    }
+    auto again = make_device_generator(tm.model, session.context(), o);
+    EXPECT_THROW(again->generate(r), Error);
+  }
+  auto after = make_device_generator(tm.model, session.context(), o);
+  EXPECT_EQ(after->generate(r).tokens, want.tokens);
+}
+
+}  // namespace
+}  // namespace weft
