@@ -20,12 +20,13 @@ mkdir -p "$out"
 pids=()
 for arch in "${archs[@]}"; do
   variants=(full simt simt_f16)
-  [ "$arch" != sm_80 ] && variants+=(wide simt_loader)
+  [ "$arch" != sm_80 ] && variants+=(wide simt_loader simt_tagged)
   for variant in "${variants[@]}"; do
     name=$arch defs=() cap=$regs
     [ "$variant" = simt ] && name=${arch}_simt defs=(-DWEFT_DEVLIB_TENSOR_CORES=0)
     [ "$variant" = simt_f16 ] && name=${arch}_simt_f16 defs=(-DWEFT_DEVLIB_TENSOR_CORES=0 -DWEFT_DEVLIB_ONE_ROW_DTYPE=WEFT_DEV_F16)
     [ "$variant" = wide ] && name=${arch}_wide defs=(-DWEFT_DEVLIB_WIDE_SMEM=1)
+    [ "$variant" = simt_tagged ] && name=${arch}_simt_tagged defs=(-DWEFT_DEVLIB_TENSOR_CORES=0 -DWEFT_DEVLIB_TAGGED=1)
     [ "$variant" = simt_loader ] && name=${arch}_simt_loader defs=(-DWEFT_DEVLIB_TENSOR_CORES=0 -DWEFT_DEVLIB_LOADER=1) cap=$loader_regs
     # shellcheck disable=SC2086
     "$nvcc" -std=c++17 -arch="$arch" -rdc=true -cubin -maxrregcount="$cap" "${defs[@]}" ${DEVLIB_NVCC_FLAGS:-} \

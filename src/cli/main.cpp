@@ -128,6 +128,7 @@ int cmd_compile(const Args& a) {
   std::printf("arena      %lld bytes\n", static_cast<long long>(r.arena_bytes));
   std::printf("cubin      %zu bytes\n", r.cubin.size());
   std::printf("smem       %d bytes per block (device library %s)\n", r.smem_bytes, r.device_library.c_str());
+  std::printf("tagged     %lld tensors handed over as tagged words\n", static_cast<long long>(r.tagged_tensors));
   std::printf("cache      %s (key %s)\n", cache ? (r.cache_hit ? "hit" : "miss") : "off", r.key_hex.c_str());
   std::printf("time       %.1f ms (lower+schedule+verify %.1f ms, NVRTC+nvJitLink %.1f ms)\n", r.total_ms, r.lower_ms, r.compile_ms);
   return 0;

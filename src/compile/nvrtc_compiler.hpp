@@ -28,10 +28,13 @@ struct CompileOptions {
   // WEFT_DEVLIB_LOADER, device/weight_loader.cuh), whose kernel entry is its own (library_kernel, below), launched
   // with WEFT_SMEM_BYTES_LOADER (lower_for_weight_loader).
   bool weight_loader = false;
+  // Without tensor_cores, bf16 one-row tiles, sm_90 on: the library with tagged hand-offs ("<arch>_simt_tagged",
+  // WEFT_DEVLIB_TAGGED, device/tagged.cuh), for tables that tag some tensor (lower/tagged_handoffs.hpp).
+  bool tagged = false;
 };
 
 // The device library a kernel compiled with `options` links: "<arch>", "<arch>_wide", "<arch>_simt",
-// "<arch>_simt_f16" or "<arch>_simt_loader".
+// "<arch>_simt_f16", "<arch>_simt_loader" or "<arch>_simt_tagged".
 std::string device_library_name(const CompileOptions& options);
 
 struct CompiledKernel {

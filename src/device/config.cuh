@@ -58,6 +58,15 @@
 #else
 #define WEFT_DEV_LOADER 0
 #endif
+// Tagged hand-offs (device/tagged.cuh, lower/tagged_handoffs.hpp) are compiled only into "<arch>_simt_tagged"
+// (WEFT_DEVLIB_TAGGED=1, from sm_90 on), so that every other library's task loop is the code it was: its allocation
+// alone moves a decode step by ~1% (docs/perf.md round 38).
+#define WEFT_TAGGED_MIN_SM 90
+#if defined(WEFT_DEVLIB_TAGGED) && WEFT_DEVLIB_TAGGED
+#define WEFT_DEV_TAGGED 1
+#else
+#define WEFT_DEV_TAGGED 0
+#endif
 #if WEFT_DEV_LOADER
 #define WEFT_SMEM_BYTES WEFT_SMEM_BYTES_LOADER_OPS
 #elif defined(WEFT_DEVLIB_WIDE_SMEM) && WEFT_DEVLIB_WIDE_SMEM

@@ -54,6 +54,9 @@ __device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, co
   // The prologue's plan; none (a tile without kGemvOneRowUnits stages, or an x row reaching the record): the op's
   // general body runs it.
   const GemvPlanRecord* r = gemv_plan_record(smem);
+#if !WEFT_DEV_TAGGED
+  if (r->task != env->task_index) return false;
+#else
   const unsigned int tags = static_cast<unsigned int>(a->i[WEFT_TAGGED_ARG]);
   if (r->task != env->task_index) {
     // Lowering tags only tiles this path takes but for their weights' alignment, which only the run sees: no other
@@ -64,12 +67,13 @@ __device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, co
     }
     return false;
   }
+#endif
   const T* w = static_cast<const T*>(r->w);
   const GemvStream st{kGemvOneRowUnits, r->n0, r->n1, r->spr};
   const i64 k = a->d[0];
   const T* x = in_ptr<T>(a, env, 0) + a->row0 * (op == WEFT_DEV_OP_SILU_MUL_LINEAR ? 2 * k : k);
   T* xs = reinterpret_cast<T*>(smem + kGemvRingBytes);
-#if WEFT_DEVLIB_ONE_ROW_DTYPE == WEFT_DEV_BF16  // only bf16 is tagged
+#if WEFT_DEV_TAGGED && WEFT_DEVLIB_ONE_ROW_DTYPE == WEFT_DEV_BF16  // only bf16 is tagged
   if (tags & WEFT_TAGGED_X) {  // x is tagged words (tagged.cuh): twice the elements' bytes per row
     const unsigned int* xw = reinterpret_cast<const unsigned int*>(in_ptr<T>(a, env, 0)) +
                              a->row0 * (op == WEFT_DEV_OP_SILU_MUL_LINEAR ? 2 * k : k);
@@ -85,21 +89,24 @@ __device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, co
     }
   } else
 #endif
-  if (op == WEFT_DEV_OP_RMSNORM_LINEAR) {
+  if (op == WEFT_DEV_OP_RMSNORM_LINEAR)
     rmsnorm_one_row_x<T>(x, in_ptr<T>(a, env, 1), xs, k, a->f[0],
                          reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes));
-  } else if (op == WEFT_DEV_OP_SILU_MUL_LINEAR) {
+  else if (op == WEFT_DEV_OP_SILU_MUL_LINEAR)
     silu_mul_x_rows<T>(xs, k, x, 0, 1, k);
-  } else {
+  else
     stage_x_rows(xs, k, x, k, k, 1);
-  }
   block_sync();
+#if WEFT_DEV_TAGGED
   LinearOut<T> out{in_ptr<T>(a, env, w_in + 1), in_ptr<T>(a, env, w_in + 2), out_ptr<T>(a, env), a->d[1]};
   out.tagged = tags;
   out.tag = step_tag(env);
   out.out_tag = (out.tag - ((env->tuning & WEFT_TUNE_TAGGED_STALE) ? 1u : 0u)) & 0xffffu;
   out.env = env;
   out.res_slot = a->in[w_in + 2];
+#else
+  const LinearOut<T> out{in_ptr<T>(a, env, w_in + 1), in_ptr<T>(a, env, w_in + 2), out_ptr<T>(a, env), a->d[1]};
+#endif
 #if WEFT_DEV_LOADER
   // The weight loader's stream (weight_loader.cuh): every warp walks the tile's slots, as many as its widest warp's
   // stages. A failed wait has recorded its error; the launch reports it.

@@ -25,10 +25,13 @@ constexpr int kGemvRingBytes = WEFT_GEMV_RING_BYTES;
 // load queue: bench/gemv_micro.cu `queue`). Qwen3-0.6B -2.3 to -3.3% per token, Llama-3.2-1B +0.1 to +1.4% (its
 // large tiles want the third stage in flight), Qwen3-8B unchanged (H200, docs/perf.md round 20). The tensor-core
 // libraries keep 3, and their code as it was (the catch-up loop below exists only where there is one to run).
+// A measurement build may set it (scripts/devlib-build.sh with DEVLIB_NVCC_FLAGS=-DWEFT_GEMV_PROLOGUE_STAGES=n).
+#ifndef WEFT_GEMV_PROLOGUE_STAGES
 #if defined(WEFT_DEVLIB_TENSOR_CORES) && !WEFT_DEVLIB_TENSOR_CORES
 #define WEFT_GEMV_PROLOGUE_STAGES 2
 #else
 #define WEFT_GEMV_PROLOGUE_STAGES 3
+#endif
 #endif
 constexpr int kGemvPrologueStages = WEFT_GEMV_PROLOGUE_STAGES;
 

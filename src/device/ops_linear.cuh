@@ -14,7 +14,9 @@
 
 #include "common.cuh"
 #include "gemv_mma.cuh"
+#if WEFT_DEV_TAGGED
 #include "tagged.cuh"
+#endif
 
 namespace weft_dev {
 
@@ -233,16 +235,19 @@ struct LinearOut {
   }
   // The same in three parts, for a caller that loads an output's bias and residual ahead of its sum and stores
   // several outputs at once (gemv_stream.cuh): pre loads, value adds, put rounds and stores.
-  // Tagged hand-offs (tagged.cuh; the one-row tiles only, which use pre and put): WEFT_TAGGED_RES / _OUT in `tagged`
+  // Tagged hand-offs (WEFT_DEV_TAGGED, tagged.cuh; the one-row tiles only, which use pre and put): WEFT_TAGGED_RES / _OUT in `tagged`
   // make the residual / the output words of bf16 value and `tag`; env and res_slot name the residual in a watchdog
   // error.
+#if WEFT_DEV_TAGGED
   unsigned int tagged = 0, tag = 0, out_tag = 0;  // out_tag: the outputs' (tag, but for WEFT_TUNE_TAGGED_STALE)
   const weft_env* env = nullptr;
   int res_slot = -1;
+#endif
   struct Pre {
     float b, r;
   };
   __device__ __forceinline__ Pre pre(i64 row, i64 n) const {
+#if WEFT_DEV_TAGGED
     float r = 0.0f;
     if (res != nullptr) {
       const i64 e = row * n_dim + n;
@@ -250,6 +255,9 @@ struct LinearOut {
                                      : to_f(res[e]);
     }
     return Pre{bias != nullptr ? to_f(bias[n]) : 0.0f, r};
+#else
+    return Pre{bias != nullptr ? to_f(bias[n]) : 0.0f, res != nullptr ? to_f(res[row * n_dim + n]) : 0.0f};
+#endif
   }
   __device__ __forceinline__ float value(float v, const Pre& p) const {
     if (bias != nullptr) v += p.b;
@@ -257,11 +265,15 @@ struct LinearOut {
     return v;
   }
   __device__ __forceinline__ void put(i64 row, i64 n, float v) const {
+#if WEFT_DEV_TAGGED
     const T r = from_f<T>(v);
     if (tagged & WEFT_TAGGED_OUT)
       st_relaxed_u32(reinterpret_cast<unsigned int*>(o) + row * n_dim + n, tagged_word(r, out_tag));
     else
       o[row * n_dim + n] = r;
+#else
+    o[row * n_dim + n] = from_f<T>(v);
+#endif
   }
 };
 

@@ -58,6 +58,10 @@ __device__ __forceinline__ unsigned int tagged_pair(unsigned int lo, unsigned in
 // Waits until `got` (W x 4 words at p, already loaded once) is current, reloading with the event polls' back-off
 // (weft_poll_event); false when the watchdog's bound passed (WEFT_DEV_ERR_DEADLOCK naming the tensor's slot and the
 // element: WEFT_DEV_WAIT_TAGGED) or another block recorded an error, and `got` is then what was last seen.
+// The back-off's cap: a measurement build may set it (DEVLIB_NVCC_FLAGS=-DWEFT_TAGGED_POLL_CAP_NS=n).
+#ifndef WEFT_TAGGED_POLL_CAP_NS
+#define WEFT_TAGGED_POLL_CAP_NS 256u
+#endif
 template <int W>
 __device__ __forceinline__ bool tagged_retry(const unsigned int* p, unsigned int tag, uint4 (&got)[W], const weft_env* env,
                                              int slot, i64 elem) {
@@ -66,7 +70,7 @@ __device__ __forceinline__ bool tagged_retry(const unsigned int* p, unsigned int
   unsigned int sleep_ns = 16;
   for (unsigned int spin = 1;; ++spin) {
     __nanosleep(sleep_ns);
-    if (sleep_ns < 256u) sleep_ns *= 2u;
+    if (sleep_ns < WEFT_TAGGED_POLL_CAP_NS) sleep_ns *= 2u;
     bool ok = true;
 #pragma unroll
     for (int i = 0; i < W; ++i) {

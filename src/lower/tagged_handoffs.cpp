@@ -125,7 +125,7 @@ void drop_tagged_waits(TaskGraph& tg) {
 
 bool tagged_handoffs_requested() {
   const char* env = std::getenv("WEFT_TAGGED_HANDOFFS");
-  if (env == nullptr || *env == '\0') return true;
+  if (env == nullptr || *env == '\0') return false;
   const std::string v(env);
   if (v == "0") return false;
   if (v == "1") return true;

@@ -39,6 +39,7 @@ bool load_entry(const cache::Entry& e, CompileResult& r) {
     r.arena_offsets = meta.at("arena_offsets").get<std::vector<int64_t>>();
     r.tensor_cores = meta.at("tensor_cores").get<bool>();
     r.device_library = meta.at("device_library").get<std::string>();
+    r.tagged_tensors = meta.at("tagged_tensors").get<int64_t>();
     r.smem_bytes = meta.at("smem_bytes").get<int32_t>();
     r.kernel_name = meta.at("kernel_name").get<std::string>();
     r.launch_threads = meta.at("launch_threads").get<int32_t>();
@@ -185,7 +186,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   }
   // Tagged hand-offs need the library whose task loop runs the one-row bf16 tiles (neither tensor cores nor f16 ones
   // inlined), its base shared memory, and not the loader's.
-  const bool tag_library = !loader && !wide && !may_use_tensor_core_tiles(tg) && !one_row_tiles_f16(tg);
+  const bool tag_library =
+      sm >= WEFT_TAGGED_MIN_SM && !loader && !wide && !may_use_tensor_core_tiles(tg) && !one_row_tiles_f16(tg);
   const TaggedHandoffs tagged = plan_tagged_handoffs(g, tg, want_tagged && tag_library);
   const MemoryPlan plan = plan_memory(g, tg, tagged.tensor);
   finalize_events(tg);
@@ -205,7 +207,9 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   copts.wide_smem = wide;
   copts.one_row_f16 = !copts.tensor_cores && one_row_tiles_f16(tg);
   copts.weight_loader = loader;
+  copts.tagged = tagged.count > 0;
   r.tensor_cores = copts.tensor_cores;
+  r.tagged_tensors = tagged.count;
   r.device_library = device_library_name(copts);
   r.smem_bytes = loader ? WEFT_SMEM_BYTES_LOADER : wide ? WEFT_SMEM_BYTES_WIDE : WEFT_SMEM_BYTES_BASE;
   const auto compile_start = std::chrono::steady_clock::now();
@@ -231,7 +235,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                          {"arena_offsets", r.arena_offsets},
                          {"estimated_us", schedule.estimated_us},
                          {"tensor_cores", r.tensor_cores},
-                         {"tagged_tensors", tagged.count},
+                         {"tagged_tensors", r.tagged_tensors},
                          {"device_library", r.device_library},
                          {"graph", g.name()}};
   r.metadata = meta.dump();

@@ -31,6 +31,7 @@ struct CompileResult {
   int64_t num_tasks = 0, num_events = 0, arena_bytes = 0, num_queues = 0;
   bool tensor_cores = true;  // linked with the device library that has the tensor-core tiles (CompileOptions)
   std::string device_library;  // the device library it links (device_library_name: "sm_90a_simt", ...)
+  int64_t tagged_tensors = 0;  // tensors handed over as tagged words (lower/tagged_handoffs.hpp)
   int32_t smem_bytes = WEFT_SMEM_BYTES_BASE;  // the kernel's dynamic shared memory: base, or wide (lower_for_device)
   // The kernel's entry and its threads per block: the generated one, or the weight loader's library's own
   // (WEFT_LOADER_KERNEL_NAME, WEFT_LOADER_LAUNCH_THREADS; its slot table is WEFT_LOADER_ENTRY_SLOTS long and it

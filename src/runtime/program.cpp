@@ -594,7 +594,7 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
       if (b == WEFT_DEV_BAD_TAGGED_TILE)
         fail(Status::unsupported, "graph '" + graph_.name() + "': " + where +
                                       " reads or writes a tagged hand-off but could not run as a one-row GEMV tile (its "
-                                      "weight must be 16-byte aligned); set WEFT_TAGGED_HANDOFFS=0 to compile without them");
+                                      "weights must be 16-byte aligned); compile it without WEFT_TAGGED_HANDOFFS=1");
       fail(Status::internal, "graph '" + graph_.name() + "': " + where + " names device op " + std::to_string(a) +
                                  ", which the kernel's device library does not have");
     default:

@@ -139,18 +139,21 @@ TEST_P(DeviceCompileArch, EventPrimitivesLink) {
 TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   ScopedEnv env("WEFT_DUMP_DIR", nullptr);
   std::vector<std::vector<char>> cubins;
-  // The libraries: full, without tensor-core tiles (bf16, f16), and (sm_90 and later) full for the wide shared memory.
-  // (The weight loader's holds its own kernel entry and is linked alone: WeightLoaderLibraryHasItsOwnKernel.)
+  // The libraries: full, without tensor-core tiles (bf16, f16), and (sm_90 and later) full for the wide shared memory
+  // and without tensor-core tiles with tagged hand-offs. (The weight loader's holds its own kernel entry and is linked
+  // alone: WeightLoaderLibraryHasItsOwnKernel.)
   const bool has_wide = std::string(GetParam()) != "sm_80";
-  for (int variant = 0; variant < (has_wide ? 4 : 3); ++variant) {
+  for (int variant = 0; variant < (has_wide ? 5 : 3); ++variant) {
     const bool tensor_cores = variant == 0 || variant == 3;
     CompileOptions o{GetParam(), false, {}};
     o.tensor_cores = tensor_cores;
     o.one_row_f16 = variant == 2;
     o.wide_smem = variant == 3;
+    o.tagged = variant == 4;
     EXPECT_EQ(device_library_name(o), std::string(GetParam()) + (variant == 1   ? "_simt"
                                                                  : variant == 2 ? "_simt_f16"
                                                                  : variant == 3 ? "_wide"
+                                                                 : variant == 4 ? "_simt_tagged"
                                                                                 : ""));
     const CompiledKernel k = compile_kernel(generate_megakernel_source(64), o);
     ASSERT_TRUE(is_elf(k.cubin)) << "size " << k.cubin.size();
@@ -182,6 +185,7 @@ TEST_P(DeviceCompileArch, GeneratedMegakernelLinksTheTaskLoop) {
   if (has_wide) {
     EXPECT_NE(cubins[3], cubins[0]) << "the wide option linked the full library";
     EXPECT_NE(cubins[3], cubins[1]) << "the wide option linked the library without tensor-core tiles";
+    EXPECT_NE(cubins[4], cubins[1]) << "the tagged option linked the library without tagged hand-offs";
   } else {
     CompileOptions o{GetParam(), false, {}};
     o.wide_smem = true;

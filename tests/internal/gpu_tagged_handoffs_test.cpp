@@ -1,4 +1,4 @@
-// Tagged hand-offs on the GPU (device/tagged.cuh): batch-1 generation of decoders whose o, gate/up and down projections
+// Tagged hand-offs on the GPU (device/tagged.cuh, WEFT_TAGGED_HANDOFFS=1): batch-1 generation of decoders whose o, gate/up and down projections
 // hand over by tagged words gives the same logits, bit for bit, as the same kernel's counters
 // (WEFT_TAGGED_HANDOFFS=0), stays within the CPU reference's tolerance, and multi-step launches (the tags of every
 // step of one launch) give one launch per step's tokens. Words that never become current are the watchdog's error,
@@ -26,34 +26,7 @@
 namespace weft {
 namespace {
 
-struct EnvFor {
-  EnvFor(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~EnvFor() { unsetenv(name_); }
-  EnvFor(const EnvFor&) = delete;
-  EnvFor& operator=(const EnvFor&) = delete;
-  const char* name_;
-};
-
-// Two layers of hidden 1024 (rows of 2 KiB: the one-row tiles), Qwen3's heads of 128 or Llama's of 64.
-struct TaggedModel {
-  TaggedModel(bool qwen, int64_t ffn) {
-    dir = std::filesystem::temp_directory_path() /
-          ("weft_gpu_tagged_" + std::to_string(::getpid()) + (qwen ? "_q" : "_l") + std::to_string(ffn));
-    std::filesystem::remove_all(dir);
-    DecoderShape s = test::tiny_decoder(2, 2, 96, qwen);
-    s.hidden = 1024;
-    s.head_dim = qwen ? 128 : 64;
-    s.q_heads = 1024 / s.head_dim;
-    s.kv_heads = s.q_heads / 2;
-    s.ffn = ffn;
-    s.tie_word_embeddings = !qwen;
-    write_random_checkpoint(dir, s, 11, 0.05f);
-    model = std::make_shared<const Model>(dir, ModelOptions{2, 0});
-  }
-  ~TaggedModel() { std::filesystem::remove_all(dir); }
-  std::filesystem::path dir;
-  std::shared_ptr<const Model> model;
-};
+using test::EnvFor;
 
 int64_t tagged_tensors(const Model& m) {
   CompileRequest req;
@@ -65,41 +38,33 @@ TEST(GpuTaggedHandoffs, GenerationEqualsTheCountersBitForBit) {
   WEFT_REQUIRE_GPU();
   test::GpuSession session;
   for (const auto& [qwen, ffn] : std::vector<std::pair<bool, int64_t>>{{true, 3072}, {false, 8192}}) {
-    TaggedModel tm(qwen, ffn);
+    test::OneRowModel tm("gpu_tagged", qwen, ffn, 11);
     const char* name = qwen ? "qwen3-shaped" : "llama-shaped";
-    EXPECT_EQ(tagged_tensors(*tm.model), 6) << name;
+    EXPECT_EQ(tagged_tensors(*tm.model), 0) << name << ": off by default";
     auto ref = make_reference_generator(tm.model, false);
     GenerateRequest r = test::tiny_request(1, 24);
     const int64_t vocab = tm.model->shape().vocab;
     std::vector<float> want(static_cast<size_t>(r.steps * vocab)), tagged(want.size()), counters(want.size());
     r.logits = want.data();
     r.forced = ref->generate(r).tokens;  // every run consumes the reference's tokens
-    r.logits = tagged.data();
-    auto gpu = make_device_generator(tm.model, session.context(), ProgramOptions{});
-    gpu->generate(r);
     {
-      EnvFor off("WEFT_TAGGED_HANDOFFS", "0");
-      EXPECT_EQ(tagged_tensors(*tm.model), 0) << name;
       auto plain = make_device_generator(tm.model, session.context(), ProgramOptions{});
       r.logits = counters.data();
       plain->generate(r);
     }
+    EnvFor on("WEFT_TAGGED_HANDOFFS", "1");
+    EXPECT_EQ(tagged_tensors(*tm.model), 6) << name;
+    r.logits = tagged.data();
+    auto gpu = make_device_generator(tm.model, session.context(), ProgramOptions{});
+    gpu->generate(r);
     EXPECT_EQ(tagged, counters) << name << ": the same values stored as words and as bf16";
-    for (int64_t j = 0; j < r.steps; ++j) {
-      double num = 0, den = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        const double g = tagged[static_cast<size_t>(j * vocab + v)], w = want[static_cast<size_t>(j * vocab + v)];
-        num += (g - w) * (g - w);
-        den += w * w;
-      }
-      EXPECT_LE(std::sqrt(num / den), 2e-2) << name << " step " << j;
-    }
-    // Multi-step launches: every step's tags within one launch.
+    for (int64_t j = 0; j < r.steps; ++j)
+      EXPECT_LE(test::relative_error(tagged.data() + j * vocab, want.data() + j * vocab, vocab), 2e-2) << name << " step " << j;
+    // Multi-step launches (every step's tags within one launch) give one launch per step's tokens, and again.
     GenerateRequest free = test::tiny_request(1, 40);
-    const GenerateResult step = gpu->generate(free);
+    const std::vector<int32_t> step = gpu->generate(free).tokens;
     free.multi_step = true;
-    EXPECT_EQ(gpu->generate(free).tokens, step.tokens) << name;
-    EXPECT_EQ(gpu->generate(free).tokens, step.tokens) << name << ", repeated";
+    for (int rep = 0; rep < 2; ++rep) EXPECT_EQ(gpu->generate(free).tokens, step) << name << " repetition " << rep;
   }
 }
 
@@ -109,10 +74,11 @@ TEST(GpuTaggedHandoffs, GenerationEqualsTheCountersBitForBit) {
 TEST(GpuTaggedHandoffs, WordsThatNeverBecomeCurrentAreTheWatchdogsError) {
   WEFT_REQUIRE_GPU();
   test::GpuSession session;
-  TaggedModel tm(true, 3072);
+  test::OneRowModel tm("gpu_tagged", true, 3072, 11);
   ProgramOptions o;
   o.watchdog_ms = 200;
   GenerateRequest r = test::tiny_request(1, 3);
+  EnvFor on("WEFT_TAGGED_HANDOFFS", "1");
   auto good = make_device_generator(tm.model, session.context(), o);
   const GenerateResult want = good->generate(r);
   {

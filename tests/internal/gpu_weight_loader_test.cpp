@@ -23,38 +23,9 @@
 namespace weft {
 namespace {
 
-// An environment variable for the test's scope (the generators compile their kernels and read $WEFT_TUNE under it).
-struct EnvFor {
-  EnvFor(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~EnvFor() { unsetenv(name_); }
-  EnvFor(const EnvFor&) = delete;
-  EnvFor& operator=(const EnvFor&) = delete;
-  const char* name_;
-};
+using test::EnvFor;
 struct LoaderOn : EnvFor {
   LoaderOn() : EnvFor("WEFT_WEIGHT_LOADER", "1") {}
-};
-
-// A two-layer decoder of hidden 1024 (q/k/v, o and gate/up rows of 2 KiB) and FFN `ffn` (down rows of 2 * ffn
-// bytes), written as a random checkpoint; Qwen3's heads of 128 or Llama's of 64.
-struct LoaderModel {
-  LoaderModel(bool qwen, int64_t ffn) {
-    dir = std::filesystem::temp_directory_path() /
-          ("weft_gpu_weight_loader_" + std::to_string(::getpid()) + (qwen ? "_q" : "_l") + std::to_string(ffn));
-    std::filesystem::remove_all(dir);
-    DecoderShape s = test::tiny_decoder(2, 2, 96, qwen);
-    s.hidden = 1024;
-    s.head_dim = qwen ? 128 : 64;
-    s.q_heads = 1024 / s.head_dim;
-    s.kv_heads = s.q_heads / 2;
-    s.ffn = ffn;
-    s.tie_word_embeddings = !qwen;
-    write_random_checkpoint(dir, s, 7, 0.05f);
-    model = std::make_shared<const Model>(dir, ModelOptions{2, 0});
-  }
-  ~LoaderModel() { std::filesystem::remove_all(dir); }
-  std::filesystem::path dir;
-  std::shared_ptr<const Model> model;
 };
 
 TEST(GpuWeightLoader, GenerationMatchesTheReference) {
@@ -62,7 +33,7 @@ TEST(GpuWeightLoader, GenerationMatchesTheReference) {
   test::GpuSession session;
   LoaderOn on;
   for (const auto& [qwen, ffn] : std::vector<std::pair<bool, int64_t>>{{true, 3072}, {false, 8192}}) {
-    LoaderModel lm(qwen, ffn);
+    test::OneRowModel lm("gpu_weight_loader", qwen, ffn, 7);
     const char* name = qwen ? "qwen3-shaped" : "llama-shaped";
     // The kernel the generator compiles links the loader's library (the same request, compiled here).
     CompileRequest req;
@@ -81,12 +52,7 @@ TEST(GpuWeightLoader, GenerationMatchesTheReference) {
     for (int64_t j = 0; j < r.steps; ++j) {
       const float* w = want.data() + j * vocab;
       const float* g = got.data() + j * vocab;
-      double num = 0, den = 0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        num += (double(g[v]) - w[v]) * (double(g[v]) - w[v]);
-        den += double(w[v]) * w[v];
-      }
-      EXPECT_LE(std::sqrt(num / den), 2e-2) << name << " step " << j;
+      EXPECT_LE(test::relative_error(g, w, vocab), 2e-2) << name << " step " << j;
     }
     // Free-running: multi-step launches (the loader's walk crosses the steps) give one launch per step's tokens.
     GenerateRequest free = test::tiny_request(1, 40);
@@ -104,7 +70,7 @@ TEST(GpuWeightLoader, AStalledLoaderIsTheWatchdogsError) {
   WEFT_REQUIRE_GPU();
   test::GpuSession session;
   LoaderOn on;
-  LoaderModel lm(true, 3072);
+  test::OneRowModel lm("gpu_weight_loader", true, 3072, 7);
   ProgramOptions o;
   o.watchdog_ms = 200;
   GenerateRequest r = test::tiny_request(1, 3);

@@ -61,7 +61,9 @@ TEST(TaggedHandoffs, BatchOneDecoderTagsTheProjectionsHandOffs) {
     for (const Task& task : tg.tasks) {
       const unsigned int bits = static_cast<unsigned int>(task.args.i[WEFT_TAGGED_ARG]);
       EXPECT_EQ((bits & WEFT_TAGGED_OUT) != 0, th.tensor[static_cast<size_t>(task.args.out)]);
-      if (bits & WEFT_TAGGED_X) EXPECT_TRUE(th.tensor[static_cast<size_t>(task.args.in[0])]);
+      if (bits & WEFT_TAGGED_X) {
+        EXPECT_TRUE(th.tensor[static_cast<size_t>(task.args.in[0])]);
+      }
       std::set<int32_t> tagged_producers;
       for (int k = 0; k < WEFT_TASK_MAX_INPUTS; ++k)
         if (task.args.in[k] >= 0 && th.tensor[static_cast<size_t>(task.args.in[k])])
@@ -188,21 +190,29 @@ TEST(TaggedHandoffs, TheTaskRuleFollowsTheDevicePath) {
   EXPECT_TRUE(one_row_gemv_task(u));
 }
 
-// The switch enters the cache key and the compiled kernel's metadata says how many tensors it tagged.
+// The switch (off by default) enters the cache key, a tagged kernel links the library with tagged hand-offs, and the
+// compiled kernel's metadata says how many tensors it tagged; sm_80 has no such library and tags nothing.
 TEST(TaggedHandoffs, TheSwitchIsPartOfTheKernel) {
   const Graph g = build_decoder_graph(one_row_decoder(true, 1));
   CompileRequest req;
+  req.arch = "sm_90a";
   req.symbols = SymbolValues(g.symbols().size(), 1);
   unsetenv("WEFT_TAGGED_HANDOFFS");
+  const CompileResult unset = compile_graph(g, req, nullptr);
+  setenv("WEFT_TAGGED_HANDOFFS", "1", 1);
   const CompileResult on = compile_graph(g, req, nullptr);
   setenv("WEFT_TAGGED_HANDOFFS", "0", 1);
   const CompileResult off = compile_graph(g, req, nullptr);
   setenv("WEFT_TAGGED_HANDOFFS", "yes", 1);
   EXPECT_THROW(compile_graph(g, req, nullptr), Error);
   unsetenv("WEFT_TAGGED_HANDOFFS");
+  EXPECT_EQ(unset.key_hex, off.key_hex);
   EXPECT_NE(on.key_hex, off.key_hex);
+  EXPECT_EQ(on.tagged_tensors, 3);
   EXPECT_EQ(nlohmann::json::parse(on.metadata).at("tagged_tensors").get<int64_t>(), 3);
-  EXPECT_EQ(nlohmann::json::parse(off.metadata).at("tagged_tensors").get<int64_t>(), 0);
+  EXPECT_EQ(off.tagged_tensors, 0);
+  EXPECT_EQ(on.device_library, "sm_90a_simt_tagged");
+  EXPECT_EQ(off.device_library, "sm_90a_simt");
   EXPECT_LT(on.tables.waits.size(), off.tables.waits.size());
   EXPECT_GT(on.arena_bytes, off.arena_bytes);
 }
