@@ -248,7 +248,10 @@ std::vector<char> read_library_override(const std::string& dir, const std::strin
 
 std::string device_library_name(const CompileOptions& o) {
   if (!o.tensor_cores)
-    return o.arch + (o.one_row_f16 ? "_simt_f16" : o.weight_loader ? "_simt_loader" : o.tagged ? "_simt_tagged" : "_simt");
+    return o.arch + (o.one_row_f16     ? "_simt_f16"
+                     : o.weight_loader ? "_simt_loader"
+                     : o.tagged        ? "_simt_tagged"
+                                       : "_simt");
   return o.wide_smem ? o.arch + "_wide" : o.arch;
 }
 

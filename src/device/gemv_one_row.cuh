@@ -62,7 +62,8 @@ __device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, co
     // Lowering tags only tiles this path takes but for their weights' alignment, which only the run sees: no other
     // body reads tagged words.
     if (tags != 0u) {
-      if (tid() == 0) record_error(env, WEFT_DEV_ERR_BAD_TASK, static_cast<unsigned int>(op), WEFT_DEV_BAD_TAGGED_TILE, 0u);
+      if (tid() == 0)
+        record_error(env, WEFT_DEV_ERR_BAD_TASK, static_cast<unsigned int>(op), WEFT_DEV_BAD_TAGGED_TILE, 0u);
       return true;
     }
     return false;

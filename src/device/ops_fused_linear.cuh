@@ -83,8 +83,7 @@ __device__ __forceinline__ bool rmsnorm_row_weight_async(const T* x, const T* w,
       if (v < nv) {
         if (!(tags_current(wr[u][0], tag) && tags_current(wr[u][1], tag)))
           tagged_retry<2>(xw + v * 8, tag, wr[u], tenv, tslot, static_cast<i64>(v) * 8);
-        xr[u] = make_uint4(tagged_pair(wr[u][0].x, wr[u][0].y), tagged_pair(wr[u][0].z, wr[u][0].w),
-                           tagged_pair(wr[u][1].x, wr[u][1].y), tagged_pair(wr[u][1].z, wr[u][1].w));
+        xr[u] = tagged_values(wr[u]);
       }
     }
   }
@@ -146,7 +145,8 @@ __device__ __forceinline__ bool rmsnorm_one_row_x(const T* x_row, const T* nw, T
 // silu_mul_linear's x stage of one row from tagged gate/up words g ([2K], tagged.cuh) into xs, by the whole block:
 // the same arithmetic as silu_mul_x_rows. Each thread requests the words of up to 2 vectors of gate and of up before
 // it checks the first.
-__device__ __forceinline__ void silu_mul_tagged_x(bf16* xs, const unsigned int* g, i64 k, const weft_env* env, int slot) {
+__device__ __forceinline__ void silu_mul_tagged_x(bf16* xs, const unsigned int* g, i64 k, const weft_env* env,
+                                                  int slot) {
   constexpr int N = 8, kBatch = 2;
   const unsigned int tag = step_tag(env);
   const int nv = static_cast<int>(k / N);
@@ -171,12 +171,8 @@ __device__ __forceinline__ void silu_mul_tagged_x(bf16* xs, const unsigned int* 
       if (!(tags_current(uw[b][0], tag) && tags_current(uw[b][1], tag)))
         tagged_retry<2>(g + k + v * N, tag, uw[b], env, slot, k + static_cast<i64>(v) * N);
       float gv[N], uv[N], ov[N];
-      unpack_vec<bf16>(make_uint4(tagged_pair(gw[b][0].x, gw[b][0].y), tagged_pair(gw[b][0].z, gw[b][0].w),
-                                  tagged_pair(gw[b][1].x, gw[b][1].y), tagged_pair(gw[b][1].z, gw[b][1].w)),
-                       gv);
-      unpack_vec<bf16>(make_uint4(tagged_pair(uw[b][0].x, uw[b][0].y), tagged_pair(uw[b][0].z, uw[b][0].w),
-                                  tagged_pair(uw[b][1].x, uw[b][1].y), tagged_pair(uw[b][1].z, uw[b][1].w)),
-                       uv);
+      unpack_vec<bf16>(tagged_values(gw[b]), gv);
+      unpack_vec<bf16>(tagged_values(uw[b]), uv);
 #pragma unroll
       for (int j = 0; j < N; ++j) ov[j] = __fmul_rn(silu_f(gv[j]), uv[j]);
       store_vec(xs + v * N, ov);

@@ -235,9 +235,9 @@ struct LinearOut {
   }
   // The same in three parts, for a caller that loads an output's bias and residual ahead of its sum and stores
   // several outputs at once (gemv_stream.cuh): pre loads, value adds, put rounds and stores.
-  // Tagged hand-offs (WEFT_DEV_TAGGED, tagged.cuh; the one-row tiles only, which use pre and put): WEFT_TAGGED_RES / _OUT in `tagged`
-  // make the residual / the output words of bf16 value and `tag`; env and res_slot name the residual in a watchdog
-  // error.
+  // Tagged hand-offs (WEFT_DEV_TAGGED, tagged.cuh; the one-row tiles only, which use pre and put): WEFT_TAGGED_RES /
+  // _OUT in `tagged` make the residual / the output words of bf16 value and tag; env and res_slot name the residual in
+  // a watchdog error.
 #if WEFT_DEV_TAGGED
   unsigned int tagged = 0, tag = 0, out_tag = 0;  // out_tag: the outputs' (tag, but for WEFT_TUNE_TAGGED_STALE)
   const weft_env* env = nullptr;

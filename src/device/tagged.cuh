@@ -7,8 +7,9 @@
 // read back for ever.
 //
 // Why no stale word can carry the current tag: every step of every launch writes every word of a tagged tensor once
-// (lowering tags only unmasked one-row tiles), epochs grow by one per step, and the arena starts zeroed (tag 0 is
-// epoch 65536's, by when the words hold epoch 65535's).
+// (lowering tags only one-row tiles that no symbol value cuts or skips), epochs grow by one per step, and the arena is
+// zeroed when allocated and after a device error (tag 0 is epoch 65536's, by when the words hold epoch 65535's).
+// Compiled only into "<arch>_simt_tagged" (WEFT_DEV_TAGGED, config.cuh).
 #ifndef WEFT_DEVICE_TAGGED_CUH
 #define WEFT_DEVICE_TAGGED_CUH
 
@@ -17,9 +18,6 @@
 namespace weft_dev {
 
 __device__ __forceinline__ unsigned int step_tag(const weft_env* env) { return env->epoch & 0xffffu; }
-__device__ __forceinline__ bool tagged(const weft_task_args* a, unsigned int bit) {
-  return (static_cast<unsigned int>(a->i[WEFT_TAGGED_ARG]) & bit) != 0;
-}
 
 __device__ __forceinline__ uint4 ld_relaxed_v4(const unsigned int* p) {
   uint4 v;
@@ -54,14 +52,19 @@ __device__ __forceinline__ bool tags_current(const uint4& v, unsigned int tag) {
 
 // The low halves of two words side by side: the bf16 values of elements i and i + 1.
 __device__ __forceinline__ unsigned int tagged_pair(unsigned int lo, unsigned int hi) { return __byte_perm(lo, hi, 0x5410); }
+// Eight words' values as one 16-byte vector of bf16.
+__device__ __forceinline__ uint4 tagged_values(const uint4 (&w)[2]) {
+  return make_uint4(tagged_pair(w[0].x, w[0].y), tagged_pair(w[0].z, w[0].w), tagged_pair(w[1].x, w[1].y),
+                    tagged_pair(w[1].z, w[1].w));
+}
 
-// Waits until `got` (W x 4 words at p, already loaded once) is current, reloading with the event polls' back-off
-// (weft_poll_event); false when the watchdog's bound passed (WEFT_DEV_ERR_DEADLOCK naming the tensor's slot and the
-// element: WEFT_DEV_WAIT_TAGGED) or another block recorded an error, and `got` is then what was last seen.
-// The back-off's cap: a measurement build may set it (DEVLIB_NVCC_FLAGS=-DWEFT_TAGGED_POLL_CAP_NS=n).
+// The back-off's cap between reloads: a measurement build may set it (DEVLIB_NVCC_FLAGS=-DWEFT_TAGGED_POLL_CAP_NS=n).
 #ifndef WEFT_TAGGED_POLL_CAP_NS
 #define WEFT_TAGGED_POLL_CAP_NS 256u
 #endif
+// Waits until `got` (W x 4 words at p, already loaded once) is current, reloading with the event polls' back-off
+// (weft_poll_event); false when the watchdog's bound passed (WEFT_DEV_ERR_DEADLOCK naming the tensor's slot and the
+// element: WEFT_DEV_WAIT_TAGGED) or another block recorded an error, and `got` is then what was last seen.
 template <int W>
 __device__ __forceinline__ bool tagged_retry(const unsigned int* p, unsigned int tag, uint4 (&got)[W], const weft_env* env,
                                              int slot, i64 elem) {
@@ -96,8 +99,7 @@ __device__ __forceinline__ bool load_tagged8(const unsigned int* p, unsigned int
   w[1] = ld_relaxed_v4(p + 4);
   bool ok = true;
   if (!(tags_current(w[0], tag) && tags_current(w[1], tag))) ok = tagged_retry<2>(p, tag, w, env, slot, elem);
-  out = make_uint4(tagged_pair(w[0].x, w[0].y), tagged_pair(w[0].z, w[0].w), tagged_pair(w[1].x, w[1].y),
-                   tagged_pair(w[1].z, w[1].w));
+  out = tagged_values(w);
   return ok;
 }
 

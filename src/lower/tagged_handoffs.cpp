@@ -87,7 +87,8 @@ TaggedHandoffs plan_tagged_handoffs(const Graph& g, TaskGraph& tg, bool enabled)
     ++out.count;
     const auto p = static_cast<size_t>(d.producer);
     const int32_t pend = p + 1 < nodes.size() ? tg.first_task[p + 1] : static_cast<int32_t>(tg.tasks.size());
-    for (int32_t i = tg.first_task[p]; i < pend; ++i) tg.tasks[static_cast<size_t>(i)].args.i[WEFT_TAGGED_ARG] |= WEFT_TAGGED_OUT;
+    for (int32_t i = tg.first_task[p]; i < pend; ++i)
+      tg.tasks[static_cast<size_t>(i)].args.i[WEFT_TAGGED_ARG] |= static_cast<int>(WEFT_TAGGED_OUT);
     for (const auto& [n, bit] : readers[t]) {
       const auto nn = static_cast<size_t>(n);
       const int32_t end = nn + 1 < nodes.size() ? tg.first_task[nn + 1] : static_cast<int32_t>(tg.tasks.size());

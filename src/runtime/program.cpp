@@ -574,11 +574,13 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
                                    std::to_string(b) + " (phase parity " + std::to_string(c) + ") for more than " +
                                    std::to_string(watchdog_ms(options_.watchdog_ms)) +
                                    " ms: the loader and the tile disagree on its weights (WEFT_WEIGHT_LOADER); the watchdog stopped the kernel");
-      if (a == WEFT_DEV_WAIT_TAGGED)
+      if (a == WEFT_DEV_WAIT_TAGGED) {
+        const std::string tensor = b < graph_.tensors().size() ? graph_.tensor(static_cast<TensorId>(b)).name : "?";
         fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited for element " + std::to_string(c) +
-                                   " of '" + (b < graph_.tensors().size() ? graph_.tensor(static_cast<TensorId>(b)).name : std::string("?")) +
-                                   "' (a tagged hand-off) to be written this step for more than " +
-                                   std::to_string(watchdog_ms(options_.watchdog_ms)) + " ms; the watchdog stopped the kernel");
+                                   " of '" + tensor + "' (a tagged hand-off) to be written this step for more than " +
+                                   std::to_string(watchdog_ms(options_.watchdog_ms)) +
+                                   " ms; the watchdog stopped the kernel");
+      }
       fail(Status::deadlock, "graph '" + graph_.name() + "': " + where + " waited on " +
                                  (a == 0xffffffffu ? std::string("the other blocks") : "event " + std::to_string(a)) +
                                  " for more than " + std::to_string(watchdog_ms(options_.watchdog_ms)) +
@@ -593,8 +595,8 @@ void Program::raise_device_error(const Variant* v, unsigned int code) {
     case WEFT_DEV_ERR_BAD_TASK:
       if (b == WEFT_DEV_BAD_TAGGED_TILE)
         fail(Status::unsupported, "graph '" + graph_.name() + "': " + where +
-                                      " reads or writes a tagged hand-off but could not run as a one-row GEMV tile (its "
-                                      "weights must be 16-byte aligned); compile it without WEFT_TAGGED_HANDOFFS=1");
+                                      " reads or writes a tagged hand-off but could not run as a one-row GEMV tile "
+                                      "(its weights must be 16-byte aligned); compile it without WEFT_TAGGED_HANDOFFS=1");
       fail(Status::internal, "graph '" + graph_.name() + "': " + where + " names device op " + std::to_string(a) +
                                  ", which the kernel's device library does not have");
     default:
