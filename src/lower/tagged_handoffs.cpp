@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "device/config.cuh"
@@ -17,6 +18,11 @@ bool is_gemv(int32_t op) {
 
 // The operand index of a GEMV op's weight (x, [norm weight], weight, bias, residual).
 int weight_operand(int32_t op) { return op == WEFT_DEV_OP_RMSNORM_LINEAR ? 2 : 1; }
+
+// One past the last task of node `n` (a node's tasks are contiguous, TaskGraph::first_task).
+int32_t node_tasks_end(const TaskGraph& tg, size_t n) {
+  return n + 1 < tg.first_task.size() ? tg.first_task[n + 1] : static_cast<int32_t>(tg.tasks.size());
+}
 
 // Where one_row_gemv keeps the plans of its warps (GemvPlanRecord): the x row must end below them.
 constexpr int64_t kPlanRecordOffset =
@@ -54,8 +60,7 @@ TaggedHandoffs plan_tagged_handoffs(const Graph& g, TaskGraph& tg, bool enabled)
   // Per node: whether every task of it is a one-row GEMV tile.
   std::vector<bool> one_row(nodes.size(), false);
   for (size_t n = 0; n < nodes.size(); ++n) {
-    const int32_t begin = tg.first_task[n];
-    const int32_t end = n + 1 < nodes.size() ? tg.first_task[n + 1] : static_cast<int32_t>(tg.tasks.size());
+    const int32_t begin = tg.first_task[n], end = node_tasks_end(tg, n);
     bool all = begin < end;
     for (int32_t i = begin; i < end && all; ++i) all = one_row_gemv_task(tg.tasks[static_cast<size_t>(i)], &g);
     one_row[n] = all;
@@ -86,13 +91,11 @@ TaggedHandoffs plan_tagged_handoffs(const Graph& g, TaskGraph& tg, bool enabled)
     out.tensor[t] = true;
     ++out.count;
     const auto p = static_cast<size_t>(d.producer);
-    const int32_t pend = p + 1 < nodes.size() ? tg.first_task[p + 1] : static_cast<int32_t>(tg.tasks.size());
-    for (int32_t i = tg.first_task[p]; i < pend; ++i)
+    for (int32_t i = tg.first_task[p]; i < node_tasks_end(tg, p); ++i)
       tg.tasks[static_cast<size_t>(i)].args.i[WEFT_TAGGED_ARG] |= static_cast<int>(WEFT_TAGGED_OUT);
     for (const auto& [n, bit] : readers[t]) {
       const auto nn = static_cast<size_t>(n);
-      const int32_t end = nn + 1 < nodes.size() ? tg.first_task[nn + 1] : static_cast<int32_t>(tg.tasks.size());
-      for (int32_t i = tg.first_task[nn]; i < end; ++i) {
+      for (int32_t i = tg.first_task[nn]; i < node_tasks_end(tg, nn); ++i) {
         Task& task = tg.tasks[static_cast<size_t>(i)];
         task.args.i[WEFT_TAGGED_ARG] |= static_cast<int>(bit);
         // Its waits for the producer's data (tile and row-block events); a node event is an ordering wait (reuse,
@@ -110,18 +113,10 @@ TaggedHandoffs plan_tagged_handoffs(const Graph& g, TaskGraph& tg, bool enabled)
 void drop_tagged_waits(TaskGraph& tg) {
   std::set<int32_t> waited;
   for (Task& t : tg.tasks) {
-    std::vector<TaskWait> kept;
-    for (const TaskWait& w : t.waits)
-      if (!w.tagged) kept.push_back(w);
-    t.waits = std::move(kept);
+    std::erase_if(t.waits, [](const TaskWait& w) { return w.tagged; });
     for (const TaskWait& w : t.waits) waited.insert(w.event);
   }
-  for (Task& t : tg.tasks) {
-    std::vector<int32_t> kept;
-    for (int32_t e : t.notifies)
-      if (waited.count(e)) kept.push_back(e);
-    t.notifies = std::move(kept);
-  }
+  for (Task& t : tg.tasks) std::erase_if(t.notifies, [&](int32_t e) { return waited.count(e) == 0; });
 }
 
 bool tagged_handoffs_requested() {
