@@ -62,13 +62,24 @@ struct OneRowModel {
   std::shared_ptr<const Model> model;
 };
 
-// An environment variable for a test's scope (generators compile their kernels and read $WEFT_TUNE under it).
+// An environment variable for a test's scope (generators compile their kernels and read $WEFT_TUNE under it); the
+// value it had before, or its absence, comes back at the end, so a suite run under a switch keeps it for later tests.
 struct EnvFor {
-  EnvFor(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~EnvFor() { unsetenv(name_); }
+  EnvFor(const char* name, const std::string& value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~EnvFor() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
   EnvFor(const EnvFor&) = delete;
   EnvFor& operator=(const EnvFor&) = delete;
   const char* name_;
+  std::string old_;
+  bool had_ = false;
 };
 
 // ||got - want|| / ||want|| over n values, summed in double.
