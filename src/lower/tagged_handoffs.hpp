@@ -34,8 +34,8 @@ TaggedHandoffs plan_tagged_handoffs(const Graph& g, TaskGraph& tg, bool enabled)
 // is left on.
 void drop_tagged_waits(TaskGraph& tg);
 
-// $WEFT_TAGGED_HANDOFFS: "1" turns them on where they apply, "0" or unset leaves them off (their speed is not yet
-// measured: docs/perf.md round 45); anything else is an error.
+// $WEFT_TAGGED_HANDOFFS: "1" turns them on where they apply, "0" or unset leaves them off (not faster than the
+// counters: docs/perf.md round 46); anything else is an error.
 bool tagged_handoffs_requested();
 
 }  // namespace weft
