@@ -34,16 +34,11 @@ static __device__ __noinline__ void silu_mul_linear_general(const weft_task_args
 // where the row takes more than kMaxV vectors per thread or is not made of aligned 16-byte vectors.
 // With `tenv` set, x is a tagged tensor's words (tagged.cuh, bf16 only; slot `tslot`), each vector loaded once
 // current.
-#if WEFT_DEV_TAGGED
+// (Only "<arch>_simt_tagged" has tagged tensors: elsewhere tenv is always null.)
 template <typename T, int kMaxV>
 __device__ __forceinline__ bool rmsnorm_row_weight_async(const T* x, const T* w, T* o, i64 n, float eps,
                                                          float* scratch, const weft_env* tenv = nullptr,
                                                          int tslot = -1) {
-#else
-template <typename T, int kMaxV>
-__device__ __forceinline__ bool rmsnorm_row_weight_async(const T* x, const T* w, T* o, i64 n, float eps,
-                                                         float* scratch) {
-#endif
   constexpr int N = Vec<T>::N;
   if (n % N != 0 || n / N > static_cast<i64>(kMaxV) * WEFT_BLOCK_THREADS || !aligned16(x) || !aligned16(w) ||
       !aligned16(o))
@@ -55,11 +50,7 @@ __device__ __forceinline__ bool rmsnorm_row_weight_async(const T* x, const T* w,
     const int v = tid() + u * WEFT_BLOCK_THREADS;
     if (v < nv) {
       cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(o + v * N)), w + v * N);
-#if WEFT_DEV_TAGGED
-      if (tenv == nullptr) xr[u] = *reinterpret_cast<const uint4*>(x + v * N);
-#else
-      xr[u] = *reinterpret_cast<const uint4*>(x + v * N);
-#endif
+      if (!WEFT_DEV_TAGGED || tenv == nullptr) xr[u] = *reinterpret_cast<const uint4*>(x + v * N);
     }
   }
   cp_async_commit();
@@ -123,16 +114,9 @@ __device__ __noinline__ void rmsnorm_one_row_general(const T* x_row, const T* nw
   norm_row<T, true, false>(x_row, nw, nullptr, xs, k, eps, 0, k, tid(), WEFT_BLOCK_THREADS, scratch);
 }
 
-// rmsnorm_linear's x stage for a tile of one row (x_row) by the whole block into xs (one_row_gemv).
-#if !WEFT_DEV_TAGGED
-template <typename T>
-__device__ __forceinline__ void rmsnorm_one_row_x(const T* x_row, const T* nw, T* xs, i64 k, float eps, float* scratch) {
-  if (!rmsnorm_row_weight_async<T, 2>(x_row, nw, xs, k, eps, scratch))
-    rmsnorm_one_row_general<T>(x_row, nw, xs, k, eps, scratch);
-}
-#else
-// With `tenv`, x_row is tagged words (lowering tags only rows the fast path takes: tagged_handoffs.cpp); false for a
-// tagged row it does not take.
+// rmsnorm_linear's x stage for a tile of one row (x_row) by the whole block into xs (one_row_gemv). With `tenv`, x_row
+// is tagged words (lowering tags only rows the fast path takes: tagged_handoffs.cpp); false for a tagged row it does
+// not take.
 template <typename T>
 __device__ __forceinline__ bool rmsnorm_one_row_x(const T* x_row, const T* nw, T* xs, i64 k, float eps, float* scratch,
                                                   const weft_env* tenv = nullptr, int tslot = -1) {
@@ -142,6 +126,7 @@ __device__ __forceinline__ bool rmsnorm_one_row_x(const T* x_row, const T* nw, T
   return true;
 }
 
+#if WEFT_DEV_TAGGED
 // silu_mul_linear's x stage of one row from tagged gate/up words g ([2K], tagged.cuh) into xs, by the whole block:
 // the same arithmetic as silu_mul_x_rows. Each thread requests the words of up to 2 vectors of gate and of up before
 // it checks the first.
