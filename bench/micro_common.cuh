@@ -59,24 +59,38 @@ __device__ __forceinline__ void st_relaxed(unsigned* p, unsigned v) {
 // A release fence at GPU scope: what this thread did before it is visible to whoever sees what it does after.
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 
-// Thread polls *c with acquire loads until it reaches target (wrapping), backing off as weft_poll_event does.
-__device__ __forceinline__ void wait_counter(const unsigned* c, unsigned target) {
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Thread polls *c with acquire loads until it reaches target (wrapping), backing off as weft_poll_event does; or
+// (relaxed) with relaxed loads and one acquire fence after the last (MEMBAR.ALL.GPU: it waits for the thread's own
+// loads in flight, so it pays only where the poller's warp has none).
+__device__ __forceinline__ void wait_counter(const unsigned* c, unsigned target, bool relaxed = false) {
   unsigned ns = 16;
-  while (static_cast<int>(ld_acquire(c) - target) < 0) {
+  while (static_cast<int>((relaxed ? ld_relaxed(c) : ld_acquire(c)) - target) < 0) {
     __nanosleep(ns);
     if (ns < 256) ns *= 2;
   }
+  if (relaxed) asm volatile("fence.acq_rel.gpu;" ::: "memory");
 }
 
 // A decode task's prologue: `bytes` of a large weight buffer `src` (`src_bytes`, far past L2) requested into dynamic
 // shared memory (half i % 2 of 2 * bytes) by cp.async from every thread, the block's share for boundary i.
 // flood_drain(lazy) lands it at the end of the boundary, or (lazy) lands the previous boundary's, so that the
 // weights stream on through the next handoff as a decode step's do.
-__device__ __forceinline__ void flood_issue(const char* src, long long src_bytes, int bytes, int i) {
+// Threads below `first` issue none of it (a poller whose own warp has nothing in flight: cluster_handoff_micro.cu).
+__device__ __forceinline__ void flood_issue(const char* src, long long src_bytes, int bytes, int i, int first = 0) {
   if (bytes <= 0) return;
   extern __shared__ __align__(16) char flood_smem[];
   const long long base = ((static_cast<long long>(i) * gridDim.x + blockIdx.x) * bytes) % src_bytes;
-  for (int o = threadIdx.x * 16; o < bytes; o += kMicroThreads * 16) {
+  if (static_cast<int>(threadIdx.x) < first) {
+    asm volatile("cp.async.commit_group;" ::: "memory");  // an empty group: flood_drain's counts stay right
+    return;
+  }
+  for (int o = (threadIdx.x - first) * 16; o < bytes; o += (kMicroThreads - first) * 16) {
     const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(flood_smem + (i & 1) * bytes + o));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + base + o) : "memory");
   }
@@ -91,11 +105,13 @@ __device__ __forceinline__ void flood_drain(bool lazy) {
 // row: `n` bf16 (as u16) values; block b writes [b * per, (b + 1) * per). Each boundary i produces value
 // (sum of the block's view of the previous row's first words + i) so the chain is a true dependency.
 // flood_bytes > 0: after its release each block requests that much of `flood` (the next task's weight prologue,
-// task_loop.cuh), so the poll and the row's loads queue behind it as a decode step's do.
+// task_loop.cuh), so the poll and the row's loads queue behind it as a decode step's do. poll_mode 1: warp 0 (the
+// poller's) requests none of the flood, the other warps all of it; 2: the same, polling relaxed with one acquire
+// fence after (wait_counter).
 __global__ void __launch_bounds__(kMicroThreads, 1) counter_chain(unsigned short* row, unsigned* counter, int n, int iters,
                                                              unsigned* sink, const char* flood = nullptr,
                                                              long long flood_src_bytes = 0, int flood_bytes = 0,
-                                                             bool lazy = false) {
+                                                             bool lazy = false, int poll_mode = 0) {
   __shared__ unsigned short xs[8192];
   const int per = (n + gridDim.x - 1) / gridDim.x;
   unsigned acc = 0;
@@ -107,8 +123,8 @@ __global__ void __launch_bounds__(kMicroThreads, 1) counter_chain(unsigned short
     }
     __syncthreads();
     if (threadIdx.x == 0) red_release_add(counter, 1u);
-    flood_issue(flood, flood_src_bytes, flood_bytes, i);
-    if (threadIdx.x == 0) wait_counter(counter, static_cast<unsigned>(gridDim.x) * (i + 1));
+    flood_issue(flood, flood_src_bytes, flood_bytes, i, poll_mode > 0 ? 32 : 0);
+    if (threadIdx.x == 0) wait_counter(counter, static_cast<unsigned>(gridDim.x) * (i + 1), poll_mode == 2);
     __syncthreads();
     for (int e = threadIdx.x * 8; e < n; e += kMicroThreads * 8) {
       // Coherent (not .nc) loads: the acquire before the barrier made the producers' stores visible.
