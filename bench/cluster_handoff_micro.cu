@@ -148,6 +148,32 @@ __global__ void __launch_bounds__(kMicroThreads, 1) push_chain(int n, int iters,
   if (threadIdx.x == 0) sink[blockIdx.x] = acc;
 }
 
+// The all-reduce's grid step of boundary i: block r of cluster c stores its slice of the cluster's partial row into
+// partials [G][n] (two boundaries' worth), releases the grid counter, requests its flood, polls, then sums the G
+// partials of its slice r into dst (u16; coherent loads: the acquire ordered the producers' stores).
+__device__ __forceinline__ void allreduce_grid_step(float* partials, unsigned* counter, int n, int G, int c, int r, int per,
+                                                    unsigned acc, int i, unsigned short* dst, const char* flood,
+                                                    long long flood_src_bytes, int flood_bytes) {
+  float* p = partials + static_cast<size_t>(i & 1) * G * n;
+  for (int j = threadIdx.x; j < per; j += kMicroThreads) p[static_cast<size_t>(c) * n + r * per + j] = partial_value(acc, i, j, c);
+  __syncthreads();
+  if (threadIdx.x == 0) red_release_add(counter, 1u);
+  flood_issue(flood, flood_src_bytes, flood_bytes, i);
+  if (threadIdx.x == 0) wait_counter(counter, gridDim.x * static_cast<unsigned>(i + 1));
+  __syncthreads();
+  for (int j = threadIdx.x * 4; j < per; j += kMicroThreads * 4) {
+    float sum[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int g = 0; g < G; ++g) {
+      const uint4 v = ld_relaxed_v4(reinterpret_cast<const unsigned*>(p + static_cast<size_t>(g) * n + r * per + j));
+      sum[0] += __uint_as_float(v.x);
+      sum[1] += __uint_as_float(v.y);
+      sum[2] += __uint_as_float(v.z);
+      sum[3] += __uint_as_float(v.w);
+    }
+    for (int q = 0; q < 4; ++q) dst[j + q] = static_cast<unsigned short>(sum[q]);
+  }
+}
+
 __global__ void __launch_bounds__(kMicroThreads, 1) allreduce_chain(float* partials, unsigned* counter, int n, int iters,
                                                                unsigned* sink, const char* flood, long long flood_src_bytes,
                                                                int flood_bytes, bool lazy) {
@@ -160,26 +186,8 @@ __global__ void __launch_bounds__(kMicroThreads, 1) allreduce_chain(float* parti
   const int per = n / S;
   unsigned acc = 0;
   for (int i = 0; i < iters; ++i) {
-    float* p = partials + static_cast<size_t>(i & 1) * G * n;  // [G][n], two boundaries' worth
-    for (int j = threadIdx.x; j < per; j += kMicroThreads) p[static_cast<size_t>(c) * n + r * per + j] = partial_value(acc, i, j, c);
-    __syncthreads();
-    if (threadIdx.x == 0) red_release_add(counter, 1u);
-    flood_issue(flood, flood_src_bytes, flood_bytes, i);
-    if (threadIdx.x == 0) wait_counter(counter, gridDim.x * static_cast<unsigned>(i + 1));
-    __syncthreads();
     unsigned short* b = buf[i & 1];
-    // Slice r of the sum, 4 f32 per thread and cluster (coherent loads: the acquire ordered the producers' stores).
-    for (int j = threadIdx.x * 4; j < per; j += kMicroThreads * 4) {
-      float s[4] = {0.f, 0.f, 0.f, 0.f};
-      for (int g = 0; g < G; ++g) {
-        const uint4 v = ld_relaxed_v4(reinterpret_cast<const unsigned*>(p + static_cast<size_t>(g) * n + r * per + j));
-        s[0] += __uint_as_float(v.x);
-        s[1] += __uint_as_float(v.y);
-        s[2] += __uint_as_float(v.z);
-        s[3] += __uint_as_float(v.w);
-      }
-      for (int q = 0; q < 4; ++q) b[j + q] = static_cast<unsigned short>(s[q]);
-    }
+    allreduce_grid_step(partials, counter, n, G, c, r, per, acc, i, b, flood, flood_src_bytes, flood_bytes);
     cluster_arrive_release();
     cluster_wait_acquire();
     pull_row(cluster, b, xs, n, per);
@@ -229,24 +237,7 @@ __global__ void __launch_bounds__(kMicroThreads, 1) allreduce_push_chain(float* 
   unsigned acc = 0;
   for (int i = 0; i < iters; ++i) {
     const int k = i & 1;
-    float* p = partials + static_cast<size_t>(k) * G * n;
-    for (int j = threadIdx.x; j < per; j += kMicroThreads) p[static_cast<size_t>(c) * n + r * per + j] = partial_value(acc, i, j, c);
-    __syncthreads();
-    if (threadIdx.x == 0) red_release_add(counter, 1u);
-    flood_issue(flood, flood_src_bytes, flood_bytes, i);
-    if (threadIdx.x == 0) wait_counter(counter, gridDim.x * static_cast<unsigned>(i + 1));
-    __syncthreads();
-    for (int j = threadIdx.x * 4; j < per; j += kMicroThreads * 4) {
-      float s[4] = {0.f, 0.f, 0.f, 0.f};
-      for (int g = 0; g < G; ++g) {
-        const uint4 v = ld_relaxed_v4(reinterpret_cast<const unsigned*>(p + static_cast<size_t>(g) * n + r * per + j));
-        s[0] += __uint_as_float(v.x);
-        s[1] += __uint_as_float(v.y);
-        s[2] += __uint_as_float(v.z);
-        s[3] += __uint_as_float(v.w);
-      }
-      for (int q = 0; q < 4; ++q) mine[j + q] = static_cast<unsigned short>(s[q]);
-    }
+    allreduce_grid_step(partials, counter, n, G, c, r, per, acc, i, mine, flood, flood_src_bytes, flood_bytes);
     __syncthreads();
     push_slice(cluster, buf[k], &bar[k], mine, per, S, me);
     if (threadIdx.x == 0)
@@ -347,34 +338,16 @@ unsigned replay_allreduce(int n, int per, int groups, int iters) {
 
 template <typename Kernel, typename... Args>
 void launch(Kernel k, int blocks, int cluster, int smem, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks);
-  cfg.blockDim = dim3(kMicroThreads);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_config(blocks, cluster, smem, &attr);
   CHECK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
 // Clusters of `size` blocks of this kernel (with `smem` dynamic bytes) that fit the GPU at once.
 template <typename Kernel>
 int max_clusters(Kernel k, int size, int smem) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(size * 64);
-  cfg.blockDim = dim3(kMicroThreads);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = size;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_config(size * 64, size, smem, &attr);
   int clusters = 0;
   CHECK(cudaOccupancyMaxActiveClusters(&clusters, k, &cfg));
   return clusters;
@@ -389,11 +362,7 @@ void allow_clusters(Kernel k, int smem) {
 }  // namespace
 
 int main() {
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, %d SMs\n\n", prop.name, sms);
+  const int sms = print_device();
   const int iters = 2000;
   const long long flood_src_bytes = 1ll << 30;
   char* flood;

@@ -20,12 +20,38 @@
     }                                                                                         \
   } while (0)
 
+// Prints the device's name and SM count (the first line of every micro's output) and returns the SM count.
+inline int print_device() {
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n\n", prop.name, sms);
+  return sms;
+}
+
 inline float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
 constexpr int kMicroThreads = 256;
+
+// A launch of `blocks` blocks of kMicroThreads in clusters of `cluster` blocks with `smem` bytes of dynamic shared
+// memory (cudaLaunchKernelEx, cudaOccupancyMaxActiveClusters); `attr` holds the cluster attribute and must outlive it.
+inline cudaLaunchConfig_t cluster_config(int blocks, int cluster, int smem, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(kMicroThreads);
+  cfg.dynamicSmemBytes = smem;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = cluster;
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
 
 // Nanoseconds on the GPU's global timer (the same clock on every SM, so blocks and launches can be lined up).
 __device__ __forceinline__ unsigned long long global_ns() {

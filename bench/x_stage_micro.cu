@@ -9,6 +9,11 @@
 //   barrier    none of it: what the iteration's barriers cost alone.
 // Sources: the same x for every block (the real case, L2-resident after the first iteration), or a distinct x per
 // block (L2-resident too: 132 × 192 KiB < L2), to tell one line read by all SMs from bandwidth.
+// Then, in the order question (x_after_weights): the tile's own weight prologue (48 KiB per SM from a 1 GiB buffer
+// in HBM, three cp.async groups) issued before x, as the tensor-core tiles do (prologue before the wait, x after,
+// one wait_group 0 for both), against x issued first and waited for alone (wait_group 3, its group the oldest),
+// and against the weights issued ~1 µs before x (a prologue that had part of a wait to land); thread 0's clock64
+// from x's first request to x landed in every thread (a barrier), mean per block, median over blocks.
 // Each iteration ends with a cluster barrier in every mode (cluster sizes 1, 2, 4; a multicast must not overwrite a
 // peer's x before the peer is done), so the modes differ only in how x lands. Time per iteration = a launch's time
 // over `iters` (CUDA events, median of 6 launches after one warm-up); the first 16 bytes of every block's copy are
@@ -75,14 +80,57 @@ __global__ void __launch_bounds__(kMicroThreads, 1) x_stage(const char* x, long 
   if (threadIdx.x == 0 && mode != kBarrier) check[blockIdx.x] = *reinterpret_cast<const uint4*>(xs);
 }
 
+
+enum Order { kXAlone, kWeightsThenX, kXThenWeights, kWeightsEarly };
+
+// Requests `bytes` of src into dst by 16-byte cp.async from every thread, as `groups` groups.
+__device__ __forceinline__ void request(char* dst, const char* src, int bytes, int groups) {
+  const int per = bytes / groups;
+  for (int g = 0; g < groups; ++g) {
+    for (int o = threadIdx.x * 16; o < per; o += kMicroThreads * 16) {
+      const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst + g * per + o));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src + g * per + o) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  }
+}
+
+__global__ void __launch_bounds__(kMicroThreads, 1) x_after_weights(const char* x, int bytes, const char* weights,
+                                                               long long weight_bytes, int wbytes, int iters, int order,
+                                                               long long* cycles) {
+  extern __shared__ __align__(128) char xs[];
+  char* ws = xs + bytes;
+  long long sum = 0;
+  for (int i = 0; i < iters; ++i) {
+    // Whole wbytes pieces of the buffer, in turn (48 KiB does not divide 1 GiB: a byte offset modulo it would run past the end).
+    const char* w = weights + ((static_cast<long long>(i) * gridDim.x + blockIdx.x) % (weight_bytes / wbytes)) * wbytes;
+    if (order == kWeightsThenX || order == kWeightsEarly) request(ws, w, wbytes, 3);
+    if (order == kWeightsEarly) {
+      const long long t = clock64();
+      while (clock64() - t < 2000) {
+      }
+    }
+    __syncthreads();
+    const long long t0 = clock64();
+    request(xs, x, bytes, 1);
+    if (order == kXThenWeights) {
+      request(ws, w, wbytes, 3);
+      asm volatile("cp.async.wait_group 3;" ::: "memory");  // x's group, the oldest
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncthreads();
+    sum += clock64() - t0;
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) cycles[blockIdx.x] = sum / iters;
+}
+
 }  // namespace
 
 int main() {
-  int sms = 0;
-  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s, %d SMs\n\n", prop.name, sms);
+  const int sms = print_device();
   const int max_bytes = 192 * 1024, smem = max_bytes, iters = 200;
   CHECK(cudaFuncSetAttribute(x_stage, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   CHECK(cudaFuncSetAttribute(x_stage, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -105,17 +153,8 @@ int main() {
         for (int mode = 0; mode < 4; ++mode) {
           if (mode == kMulticast && (s == 1 || distinct)) continue;
           if (mode == kBarrier && distinct) continue;
-          cudaLaunchConfig_t cfg = {};
-          cfg.blockDim = dim3(kMicroThreads);
-          cfg.dynamicSmemBytes = smem;
-          cudaLaunchAttribute attr[1];
-          attr[0].id = cudaLaunchAttributeClusterDimension;
-          attr[0].val.clusterDim.x = s;
-          attr[0].val.clusterDim.y = 1;
-          attr[0].val.clusterDim.z = 1;
-          cfg.attrs = attr;
-          cfg.numAttrs = 1;
-          cfg.gridDim = dim3(s * 64);
+          cudaLaunchAttribute attr;
+          cudaLaunchConfig_t cfg = cluster_config(s * 64, s, smem, &attr);
           int clusters = 0;
           CHECK(cudaOccupancyMaxActiveClusters(&clusters, x_stage, &cfg));
           const int blocks = clusters * s;
@@ -143,6 +182,32 @@ int main() {
                       distinct ? "distinct" : "same", s, blocks, names[mode], t, bytes / (t * 1e3f),
                       bytes * static_cast<float>(blocks) / (t * 1e6f), mode == kBarrier ? "-" : ok ? "ok" : "MISMATCH");
         }
+  // The order question: x behind the tile's own weight prologue, or ahead of it.
+  const long long weight_bytes = 1ll << 30;
+  char* weights;
+  CHECK(cudaMalloc(&weights, weight_bytes));
+  CHECK(cudaMemset(weights, 1, weight_bytes));
+  const int wbytes = 48 * 1024;
+  CHECK(cudaFuncSetAttribute(x_after_weights, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 * 1024 + wbytes));
+  long long* cycles;
+  CHECK(cudaMalloc(&cycles, sms * sizeof(long long)));
+  const char* const orders[] = {"x alone", "weights (48 KiB) then x, wait for all", "x then weights, wait for x",
+                                "weights ~1 us before x, wait for all"};
+  std::printf("\n| x per SM | order | x landed (thread 0's clock64, median block) | at 1.98 GHz |\n|---|---|---|---|\n");
+  for (int bytes : {32 * 1024, 128 * 1024})
+    for (int order = 0; order < 4; ++order) {
+      std::vector<float> med;
+      for (int rep = 0; rep < 4; ++rep) {
+        x_after_weights<<<sms, kMicroThreads, bytes + wbytes>>>(x, bytes, weights, weight_bytes, wbytes, iters, order, cycles);
+        CHECK(cudaDeviceSynchronize());
+        std::vector<long long> h(sms);
+        CHECK(cudaMemcpy(h.data(), cycles, sms * sizeof(long long), cudaMemcpyDeviceToHost));
+        std::vector<float> f(h.begin(), h.end());
+        if (rep > 0) med.push_back(median(f));
+      }
+      const float c = median(med);
+      std::printf("| %d KiB | %s | %.0f cycles | %.2f us |\n", bytes / 1024, orders[order], c, c / 1980.0f);
+    }
   CHECK(cudaGetLastError());
   return 0;
 }

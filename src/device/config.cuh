@@ -67,6 +67,12 @@
 #else
 #define WEFT_DEV_TAGGED 0
 #endif
+// In the CUDA-core libraries' one-row GEMV tiles the poller's warp requests no weights before its wait
+// (gemv_prologue_poller_free, gemv_stream.cuh): 0.3-1.9% per token (docs/perf.md round 47). A measurement build can
+// turn it off (scripts/devlib-build.sh with DEVLIB_NVCC_FLAGS=-DWEFT_DEV_POLLER_WARP_FREE=0).
+#ifndef WEFT_DEV_POLLER_WARP_FREE
+#define WEFT_DEV_POLLER_WARP_FREE 1
+#endif
 #if WEFT_DEV_LOADER
 #define WEFT_SMEM_BYTES WEFT_SMEM_BYTES_LOADER_OPS
 #elif defined(WEFT_DEVLIB_WIDE_SMEM) && WEFT_DEVLIB_WIDE_SMEM

@@ -97,6 +97,9 @@ __device__ __forceinline__ bool one_row_gemv(int op, const weft_task_args* a, co
     silu_mul_x_rows<T>(xs, k, x, 0, 1, k);
   else
     stage_x_rows(xs, k, x, k, k, 1);
+#if WEFT_DEV_POLLER_WARP_FREE
+  if (warp() == WEFT_BLOCK_WARPS - 1) cp_async_wait<0>();  // warp 0's prologue stages, for warp 0 after the barrier
+#endif
   block_sync();
 #if WEFT_DEV_TAGGED
   LinearOut<T> out{in_ptr<T>(a, env, w_in + 1), in_ptr<T>(a, env, w_in + 2), out_ptr<T>(a, env), a->d[1]};

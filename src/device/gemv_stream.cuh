@@ -72,7 +72,7 @@ struct GemvStream {
 // is as large as the row allows, up to 4 units per lane (2 KiB per warp), to spread the stage's bookkeeping
 // over more bytes.
 template <typename T>
-__device__ __forceinline__ GemvStream gemv_stream_plan(const weft_task_args* a, const T* w) {
+__device__ __forceinline__ GemvStream gemv_stream_plan(const weft_task_args* a, const T* w, int wi = warp()) {
   GemvStream s{0, 0, 0, 0};
   const i64 k = a->d[0], row_bytes = k * static_cast<i64>(sizeof(T)), rows = a->row1 - a->row0;
   constexpr i64 unit_row = WEFT_WARP_THREADS * 16;
@@ -81,7 +81,7 @@ __device__ __forceinline__ GemvStream gemv_stream_plan(const weft_task_args* a, 
     return s;
   s.units = row_bytes % (4 * unit_row) == 0 ? 4 : row_bytes % (2 * unit_row) == 0 ? 2 : 1;
   // Columns split evenly over the warps, the first (n % warps) warps taking one more.
-  const i64 n = a->col1 - a->col0, per = n / WEFT_BLOCK_WARPS, extra = n % WEFT_BLOCK_WARPS, wi = warp();
+  const i64 n = a->col1 - a->col0, per = n / WEFT_BLOCK_WARPS, extra = n % WEFT_BLOCK_WARPS;
   s.n0 = a->col0 + wi * per + (wi < extra ? wi : extra);
   s.n1 = s.n0 + per + (wi < extra ? 1 : 0);
   // row_bytes / (512 * units) as shifts: a 64-bit division is a ~100-instruction subroutine call on the GPU, and
@@ -168,6 +168,32 @@ __device__ __forceinline__ void gemv_prologue_units(const weft_task_args* a, con
     c.next(st.spr);
   }
 }
+
+#if WEFT_DEV_POLLER_WARP_FREE
+// The one-row tiles' prologue (linear_stream_prologue_hot) with the poller's warp (warp 0: wait_all's thread i polls
+// wait i) requesting nothing before the wait, so that its polls do not queue behind its own copies: an L2 round trip
+// behind 4 KiB of the warp's own cp.async came back ~0.2 us later under the boundary's flood
+// (bench/cluster_handoff_micro.cu), and a decode step ran 0.3-1.9% faster (H200, docs/perf.md round 47). The last warp
+// requests warp 0's stages into warp 0's ring, lane for lane (the units each lane of warp 0 reads back), and warp 0
+// commits as many empty groups, so that its group counts stay the stream's. Warp 0 reads those units only after the
+// x stage's barrier, before which the last warp waits for all of its groups (one_row_gemv).
+template <typename T, int U>
+__device__ __forceinline__ void gemv_prologue_poller_free(const weft_task_args* a, const T* w, const GemvStream& st,
+                                                          char* smem) {
+  if (warp() == 0) {
+    for (int s = 0; s < kGemvPrologueStages; ++s) cp_async_commit();
+    return;
+  }
+  gemv_prologue_units<T, U>(a, w, st, smem);
+  if (warp() != WEFT_BLOCK_WARPS - 1) return;
+  const GemvStream st0 = gemv_stream_plan<T>(a, w, 0);
+  GemvCursor c;
+  for (int s = 0; s < kGemvPrologueStages; ++s) {
+    gemv_issue<T, U>(smem, s, w, st0, a->d[0], c);  // warp 0's ring starts at smem (gemv_ring)
+    c.next(st0.spr);
+  }
+}
+#endif
 
 // Before the task's wait: the first kGemvPrologueStages stages of the CUDA-core stream.
 template <typename T>

@@ -172,6 +172,13 @@ __device__ __forceinline__ void linear_stream_prologue_hot(const weft_task_args*
     if (record && !(env->tuning & WEFT_TUNE_LOADER_OFF)) return;  // the weight loader streams it (weight_loader.cuh)
 #endif
     if (st.units == kGemvOneRowUnits) {
+#if WEFT_DEV_POLLER_WARP_FREE
+      // Only tiles one_row_gemv runs (it makes the wait and barrier this needs); `record` is the same in every warp.
+      if (record) {
+        gemv_prologue_poller_free<OneRowT, kGemvOneRowUnits>(a, w, st, smem);
+        return;
+      }
+#endif
       gemv_prologue_units<OneRowT, kGemvOneRowUnits>(a, w, st, smem);
       return;
     }
