@@ -5,7 +5,8 @@
 // event): the weights stream in while the producer of x finishes.
 //
 // Each lane reads back only the 16-byte units it copied itself, so no barrier guards the ring: cp.async's
-// wait_group makes a thread's own copies visible to it.
+// wait_group makes a thread's own copies visible to it. The one exception, warp 0's first stages of a one-row tile
+// (requested by the last warp, gemv_prologue_poller_free), are published by the x stage's barrier.
 #ifndef WEFT_DEVICE_GEMV_STREAM_CUH
 #define WEFT_DEVICE_GEMV_STREAM_CUH
 
