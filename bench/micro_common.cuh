@@ -100,7 +100,7 @@ __device__ __forceinline__ void wait_counter(const unsigned* c, unsigned target,
     __nanosleep(ns);
     if (ns < 256) ns *= 2;
   }
-  if (relaxed) asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  if (relaxed) fence_acq_rel_gpu();
 }
 
 // A decode task's prologue: `bytes` of a large weight buffer `src` (`src_bytes`, far past L2) requested into dynamic
