@@ -370,11 +370,9 @@ std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Regio
 int64_t attention_parts(const LowerCtx& c, int64_t tiles) {
   const int64_t hd = c.attr_int("head_dim"), group = c.attr_int("num_q_heads") / c.attr_int("num_kv_heads");
   const int64_t s_dim = c.in_shape(1)[1];
-  const DType dt = c.out_dtype();
-  if ((dt != DType::bf16 && dt != DType::f16) || (hd != 64 && hd != 128)) return 1;
   // Timesteps the path holds in the smaller shared memory (a kernel may get the wider one, then fewer parts work).
-  const int64_t cap = (c.options().ops_smem_bytes - WEFT_ATTN_SMEM_FIXED(hd, group) - WEFT_QKV_STAGE_BYTES(hd, group, int64_t{2})) /
-                      WEFT_ATTN_SMEM_PER_STEP(hd, group, int64_t{2});
+  const int64_t cap = attention_whole_timesteps(hd, group, c.out_dtype(), c.options().ops_smem_bytes);
+  if (cap == 0) return 1;
   const int64_t most = std::min<int64_t>(c.options().attention_split, WEFT_ATTN_MAX_SPLIT);
   int64_t p = 1;
   while (cap > 0 && ceil_div(s_dim, p) > cap && p * 2 <= most && tiles * p * 2 <= c.spread_sms()) p *= 2;
@@ -586,6 +584,12 @@ std::vector<Region> flat_range_regions(const View2D& v, int64_t e0, int64_t e1) 
   if (r1 > r0 + 1) r.push_back(Region{r0 + 1, r1, 0, v.cols});
   r.push_back(Region{r1, r1 + 1, 0, c1});
   return r;
+}
+
+int64_t attention_whole_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes) {
+  if ((dtype != DType::bf16 && dtype != DType::f16) || (head_dim != 64 && head_dim != 128) || group < 1) return 0;
+  const int64_t room = ops_smem_bytes - WEFT_ATTN_SMEM_FIXED(head_dim, group) - WEFT_QKV_STAGE_BYTES(head_dim, group, int64_t{2});
+  return std::max<int64_t>(0, room / WEFT_ATTN_SMEM_PER_STEP(head_dim, group, int64_t{2}));
 }
 
 int64_t mma_x_chunks(const TaskGraph& tg, int32_t smem_bytes) {

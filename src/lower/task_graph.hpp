@@ -150,6 +150,12 @@ bool weight_loader_applies(const TaskGraph& tg, int32_t sm);
 TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, int32_t num_sms,
                                   int32_t attention_split = WEFT_ATTN_MAX_SPLIT);
 
+// Timesteps an attention_decode_qkv tile holds whole in the shared-memory path (device attention_smem.cuh) with
+// `ops_smem_bytes` for the ops (LowerOptions::ops_smem_bytes): positions 0 .. that - 1 attend from shared memory
+// unsplit. 0 where the path takes no tile of this head_dim, q heads per kv head (`group`) and dtype. A cache longer
+// than this splits each tile over its timesteps (up to LowerOptions::attention_split parts).
+int64_t attention_whole_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
+
 // After every wait is known (lowering + memory plan): drops events nobody waits on, renumbers, and sets each
 // task's notifies (its row-block event and its tile event, where kept).
 void finalize_events(TaskGraph& tg);

@@ -1,10 +1,12 @@
 #include "models/device_generator.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.hpp"
 #include "graph/dtype.hpp"
+#include "lower/task_graph.hpp"
 #include "runtime/driver.hpp"
 
 namespace weft {
@@ -36,6 +38,13 @@ class DeviceGenerator final : public Generator {
       : model_(std::move(m)), device_(std::move(device)), program_(device_, model_->graph(), options) {
     const Graph& largest = model_->graph_for(model_->shape().max_batch);
     if (&largest != &model_->graph()) unfused_ = std::make_unique<Program>(device_, largest, options);
+    whole_steps_ = whole_attention_steps(model_->shape(), options);
+    if (whole_steps_ > 0) {
+      ProgramOptions whole = options;
+      whole.attention_split = 1;
+      whole_ = std::make_unique<Program>(device_, model_->graph(), whole);
+      if (unfused_) whole_unfused_ = std::make_unique<Program>(device_, largest, whole);
+    }
     DeviceContext::Scope scope(*device_);
     const DriverApi& d = driver();
     check_cu(d.stream_create(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
@@ -72,7 +81,11 @@ class DeviceGenerator final : public Generator {
     return device_->name() + " (" + device_->arch() + ", " + std::to_string(device_->sm_count()) + " SMs)";
   }
 
-  const CompileResult& compile(int64_t batch) override { return program_for(batch).specialize(SymbolValues{batch}); }
+  // The split program's result; the unsplit one (where there is one) is compiled and loaded too.
+  const CompileResult& compile(int64_t batch) override {
+    if (Program* whole = whole_for(batch)) whole->specialize(SymbolValues{batch});
+    return program_for(batch).specialize(SymbolValues{batch});
+  }
 
   GenerateResult generate(const GenerateRequest& r) override {
     check_request(*model_, r);
@@ -81,8 +94,15 @@ class DeviceGenerator final : public Generator {
     const DriverApi& d = driver();
     const auto batch = static_cast<size_t>(r.batch), steps = static_cast<size_t>(r.steps), plen = static_cast<size_t>(r.prompt_len);
     const size_t row = batch * sizeof(int32_t);
-    Program& program = program_for(r.batch);
-    program.specialize(SymbolValues{r.batch});  // compile before anything is timed
+    // Every launch below runs the unsplit program where all its positions lie below whole_steps_ (program_at);
+    // both are compiled before anything is timed.
+    Program* whole = whole_for(r.batch);
+    Program& split = program_for(r.batch);
+    auto program_at = [&](size_t last_position) -> Program& {
+      return whole && static_cast<int64_t>(last_position) < whole_steps_ ? *whole : split;
+    };
+    if (whole) whole->specialize(SymbolValues{r.batch});
+    if (!whole || static_cast<int64_t>(plen + steps) - 2 >= whole_steps_) split.specialize(SymbolValues{r.batch});
 
     // KV caches, zeroed per request; logits.
     std::vector<Binding> bindings = bindings_;
@@ -133,7 +153,7 @@ class DeviceGenerator final : public Generator {
     check_cu(d.event_record(ev[0], stream_), "cuEventRecord");
     for (size_t t = 0; t + 1 < plen; ++t) {
       bind_step(prompt_rows + t * row, pos_rows_dev + t * row, gen_rows + steps * row);
-      program.run(bindings, stream_);
+      program_at(t).run(bindings, stream_);
     }
     check_cu(d.event_record(ev[1], stream_), "cuEventRecord");
     const size_t vocab = static_cast<size_t>(m.shape().vocab);
@@ -161,13 +181,14 @@ class DeviceGenerator final : public Generator {
           return go_on;
         };
       }
-      done = static_cast<size_t>(program.run_loop(bindings, loop, stream_));
+      done = static_cast<size_t>(program_at(plen - 2 + steps).run_loop(bindings, loop, stream_));
       check_cu(d.event_record(ev[2], stream_), "cuEventRecord");
     } else {
       std::vector<int32_t> step_tokens(r.on_step ? batch : 0);
       for (size_t j = 0; j < steps; ++j) {
         const CUdeviceptr ids = j == 0 ? prompt_rows + (plen - 1) * row : r.forced.empty() ? gen_rows + (j - 1) * row : forced_rows + (j - 1) * row;
         bind_step(ids, pos_rows_dev + (plen - 1 + j) * row, gen_rows + j * row);
+        Program& program = program_at(plen - 1 + j);
         program.run(bindings, stream_);
         check_cu(d.event_record(ev[j + 2], stream_), "cuEventRecord");
         if (r.logits) {
@@ -187,7 +208,9 @@ class DeviceGenerator final : public Generator {
     }
     if (!gen_on_host)
       check_cu(d.memcpy_dtoh_async(gen.data(), gen_rows, gen.size() * sizeof(int32_t), stream_), "cuMemcpyDtoHAsync (tokens)");
-    program.synchronize(stream_);  // also reports a device-side error of any run above
+    // Also reports a device-side error of any run above (each program its own).
+    if (whole) whole->synchronize(stream_);
+    split.synchronize(stream_);
 
     GenerateResult out;
     out.steps_done = static_cast<int64_t>(done);
@@ -209,6 +232,23 @@ class DeviceGenerator final : public Generator {
   // The program whose graph a step of `batch` rows runs (Model::graph_for).
   Program& program_for(int64_t batch) {
     return unfused_ && &model_->graph_for(batch) != &model_->graph() ? *unfused_ : program_;
+  }
+  // Its unsplit twin, or null.
+  Program* whole_for(int64_t batch) {
+    return unfused_ && &model_->graph_for(batch) != &model_->graph() ? whole_unfused_.get() : whole_.get();
+  }
+
+  // Where a second program pays: the decoder's attention tiles split over the timesteps of a KV cache longer than a
+  // tile holds whole (lower: attention_parts), which at positions below that (part 0 attends whole, the other parts
+  // idle) cost 1-4% a token against no split (docs/perf.md round 49). Returns the timesteps a tile holds whole
+  // (with the base shared memory: a kernel that gets more holds more), or 0 where the caller fixed the split
+  // (ProgramOptions::attention_split, $WEFT_ATTENTION_SPLIT) or nothing splits.
+  static int64_t whole_attention_steps(const DecoderShape& s, const ProgramOptions& options) {
+    const char* env = std::getenv("WEFT_ATTENTION_SPLIT");
+    if (options.attention_split != 0 || (env != nullptr && *env != '\0') || !s.fuse_attention || s.kv_heads < 1)
+      return 0;
+    const int64_t whole = attention_whole_timesteps(s.head_dim, s.q_heads / s.kv_heads, s.dtype);
+    return whole > 0 && s.max_seq > whole ? whole : 0;
   }
 
   // The tensor of `to` named as `t` of `from` (the graphs name every bound tensor alike).
@@ -250,6 +290,10 @@ class DeviceGenerator final : public Generator {
   std::shared_ptr<DeviceContext> device_;
   Program program_;
   std::unique_ptr<Program> unfused_;  // the unfused graph's, where the model has one
+  // The same graphs compiled with no attention split (whole_attention_steps), for launches whose positions are all
+  // below whole_steps_; null where there are none.
+  std::unique_ptr<Program> whole_, whole_unfused_;
+  int64_t whole_steps_ = 0;
   CUstream stream_ = nullptr;
   DeviceBuffer weights_, states_, io_;
   std::vector<Binding> bindings_;  // the weights

@@ -152,7 +152,10 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   // Everything that changes the code or the tables is in the key (the device library variant and the shared
   // memory below are decided by lowering, a function of what the key holds).
   const int32_t sm = arch_sm(request.arch);
-  const int32_t attention_split = attention_split_limit();
+  if (request.attention_split < 0 || request.attention_split > WEFT_ATTN_MAX_SPLIT)
+    fail(Status::invalid_argument, "attention_split " + std::to_string(request.attention_split) +
+                                       ": expected 0 (the default) or a whole number from 1 to " + std::to_string(WEFT_ATTN_MAX_SPLIT));
+  const int32_t attention_split = request.attention_split > 0 ? request.attention_split : attention_split_limit();
   const bool want_loader = weight_loader_requested();
   const bool want_tagged = tagged_handoffs_requested();
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +

@@ -20,6 +20,9 @@ struct CompileRequest {
   int32_t num_sms = 0;           // 0: the usual SM count of the arch (108, 132, 148)
   SymbolValues symbols;          // empty: every symbol at its maximum
   uint64_t verify_seed = 1;      // the simulator's interleaving
+  // The most parts an attention tile is split into over its timesteps (1: none; LowerOptions::attention_split).
+  // 0: $WEFT_ATTENTION_SPLIT, else WEFT_ATTN_MAX_SPLIT. Outside 0..WEFT_ATTN_MAX_SPLIT: invalid_argument.
+  int32_t attention_split = 0;
 };
 
 struct CompileResult {

@@ -90,6 +90,9 @@ Program::Program(std::shared_ptr<DeviceContext> device, Graph graph, const Progr
   if (const char* trace = std::getenv("WEFT_TRACE")) trace_path_ = trace;
   if (const char* tune = std::getenv("WEFT_TUNE")) tuning_ = static_cast<unsigned int>(std::strtoul(tune, nullptr, 0));
   if (options_.max_loaded_kernels < 1) invalid("max_loaded_kernels is " + std::to_string(options_.max_loaded_kernels) + "; expected >= 1");
+  if (options_.attention_split < 0 || options_.attention_split > WEFT_ATTN_MAX_SPLIT)
+    invalid("attention_split is " + std::to_string(options_.attention_split) + "; expected 0 (the default) or 1 to " +
+            std::to_string(WEFT_ATTN_MAX_SPLIT));
   for (size_t s = 0; s < graph_.symbols().size(); ++s) {
     const auto id = static_cast<int32_t>(s);
     buckets_.push_back(specialization_buckets(graph_.symbols().at(id), effective_symbol_policy(graph_, id)));
@@ -161,6 +164,7 @@ std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& val
   req.arch = options_.arch;
   req.num_sms = device_->sm_count();
   req.symbols = values;
+  req.attention_split = options_.attention_split;
   auto v = std::make_unique<Variant>();
   v->compiled = compile_graph(graph_, req, cache_.get());
   const DriverApi& d = driver();

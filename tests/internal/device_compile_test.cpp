@@ -454,6 +454,27 @@ TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
     EXPECT_NE(r.key_hex, first_key);
     EXPECT_TRUE(compile_graph(g, req, &kc).cache_hit);
     expect_env_refused(g, req, kc, "WEFT_ATTENTION_SPLIT", {"0", "9", "x", "2x"}, "expected a whole number from 1 to 8");
+    // CompileRequest::attention_split says the same as the variable, and wins over it: 1 is the entry compiled under
+    // WEFT_ATTENTION_SPLIT=1 (a hit whatever the variable says now), 0 leaves the variable's.
+    const std::string eight = "8";
+    ScopedEnv split8("WEFT_ATTENTION_SPLIT", &eight);
+    CompileRequest one_req = req;
+    one_req.attention_split = 1;
+    const CompileResult by_request = compile_graph(g, one_req, &kc);
+    EXPECT_TRUE(by_request.cache_hit);
+    EXPECT_EQ(by_request.key_hex, r.key_hex);
+    EXPECT_EQ(compile_graph(g, req, &kc).key_hex, first_key);
+    for (int32_t bad : {-1, WEFT_ATTN_MAX_SPLIT + 1}) {
+      one_req.attention_split = bad;
+      try {
+        compile_graph(g, one_req, &kc);
+        ADD_FAILURE() << "attention_split " << bad << " was taken";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), Status::invalid_argument);
+        EXPECT_NE(std::string(e.what()).find("attention_split " + std::to_string(bad) + ": expected 0"), std::string::npos)
+            << e.what();
+      }
+    }
   }
 }
 

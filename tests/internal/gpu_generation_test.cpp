@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "gpu_test_util.hpp"
+#include "lower/task_graph.hpp"
 #include "models/device_generator.hpp"
 #include "tiny_generation.hpp"
 
@@ -91,6 +92,49 @@ TEST(GpuGeneration, MultiStepLaunchEqualsOneLaunchPerStep) {
   const GenerateResult step = unfused->generate(r);
   r.multi_step = true;
   EXPECT_EQ(unfused->generate(r).tokens, step.tokens) << "unfused graph, batch 8";
+}
+
+// A KV cache longer than an attention tile holds whole (attention_whole_timesteps) splits each tile over its
+// timesteps; the device generator then runs every launch whose positions all lie below that on a twin program with
+// no split. Across the switch (positions 0 .. whole + 23) the logits follow the CPU reference, step mode's tokens are
+// those of a generator that always runs the split program (ProgramOptions::attention_split: below the switch the
+// split program's part 0 attends whole, with the same arithmetic), and so are the multi-step launch's (all of it on
+// the split program: its last position is past the switch).
+TEST(GpuGeneration, RunsUnsplitBelowTheAttentionSplit) {
+  WEFT_REQUIRE_GPU();
+  GpuSession session;
+  const fs::path dir = fs::temp_directory_path() / ("weft_gpu_generation_split_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const DecoderShape s = test::tiny_decoder(2, 1, 1024, true);
+  write_random_checkpoint(dir, s, 7, 0.1f);
+  {
+    auto model = std::make_shared<const Model>(dir, ModelOptions{1, 0});
+    const int64_t whole = attention_whole_timesteps(s.head_dim, s.q_heads / s.kv_heads, s.dtype);
+    ASSERT_GT(whole, 0);
+    ASSERT_GT(model->shape().max_seq, whole) << "the test's cache must split";
+    ProgramOptions split_only;
+    split_only.attention_split = WEFT_ATTN_MAX_SPLIT;
+    auto gpu = make_device_generator(model, session.context(), ProgramOptions{});
+    auto split = make_device_generator(model, session.context(), split_only);
+    auto ref = make_reference_generator(model, false);
+    GenerateRequest r = request(1, whole + 20);
+    const int64_t vocab = model->shape().vocab;
+    std::vector<float> want(static_cast<size_t>(r.steps * vocab)), got(want.size());
+    r.logits = want.data();
+    const GenerateResult ref_run = ref->generate(r);
+    r.forced = ref_run.tokens;
+    r.logits = got.data();
+    gpu->generate(r);
+    for (int64_t j = 0; j < r.steps; ++j)
+      EXPECT_LE(test::relative_error(got.data() + j * vocab, want.data() + j * vocab, vocab), 2e-2) << "step " << j;
+    r.forced.clear();
+    r.logits = nullptr;
+    const GenerateResult mixed = gpu->generate(r);
+    EXPECT_EQ(mixed.tokens, split->generate(r).tokens);
+    r.multi_step = true;
+    EXPECT_EQ(gpu->generate(r).tokens, mixed.tokens);
+  }
+  fs::remove_all(dir);
 }
 
 TEST(GpuGeneration, RunLoopLeavesTheSameStateAsSeparateRuns) {

@@ -184,6 +184,35 @@ TEST(Lowering, AttentionSplitsOverTimestepsWhereTheCacheIsLong) {
   }
 }
 
+// attention_whole_timesteps is where lowering starts to split: a cache of exactly that many timesteps keeps one
+// part, one more splits (the device generator runs an unsplit program below it, models/device_generator.cpp). Llama's
+// and Qwen3's heads hold a few hundred timesteps in the base shared memory, more in the wide one; f32 and other head
+// sizes take no tile of the path (0).
+TEST(Lowering, AttentionWholeTimestepsIsWhereTheSplitStarts) {
+  for (DecoderShape shape : {llama_3_2_1b_shape(), qwen3_0_6b_shape()}) {
+    shape.layers = 1;
+    shape.vocab = 1000;
+    const int64_t whole = attention_whole_timesteps(shape.head_dim, shape.q_heads / shape.kv_heads, shape.dtype);
+    EXPECT_GT(whole, 200) << shape.name;
+    EXPECT_LT(whole, 1000) << shape.name;
+    EXPECT_GT(attention_whole_timesteps(shape.head_dim, shape.q_heads / shape.kv_heads, shape.dtype, WEFT_SMEM_BYTES_WIDE), whole)
+        << shape.name;
+    for (const auto& [max_seq, parts] : std::vector<std::pair<int64_t, int64_t>>{{whole, 1}, {whole + 1, 2}}) {
+      shape.max_seq = max_seq;
+      const Graph g = build_decoder_graph(shape);
+      const TaskGraph tg = lower(g, SymbolValues(g.symbols().size(), 1), LowerOptions{132});
+      for (size_t n = 0; n < g.nodes().size(); ++n)
+        if (g.nodes()[n].op->name == std::string_view("attention_decode_qkv")) {
+          EXPECT_EQ(tg.grids[n].k_parts, parts) << shape.name << " max_seq " << max_seq;
+        }
+    }
+  }
+  EXPECT_EQ(attention_whole_timesteps(64, 2, DType::f32), 0);
+  EXPECT_EQ(attention_whole_timesteps(96, 2, DType::bf16), 0);
+  EXPECT_EQ(attention_whole_timesteps(128, 0, DType::bf16), 0);
+  EXPECT_EQ(attention_whole_timesteps(128, 2, DType::bf16, 1024), 0);  // no room for the fixed part
+}
+
 // A split attention tile's parts above 0 leave their waits to the op (it waits only where the part has work: at a
 // short context they have none and notify at once) exactly where the positions are ready at launch: in a decoder
 // and with positions given, not where an op computes them (the prologue's reading could be stale) nor in an
