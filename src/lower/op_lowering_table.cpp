@@ -375,7 +375,7 @@ int64_t attention_parts(const LowerCtx& c, int64_t tiles) {
   if (cap == 0) return 1;
   const int64_t most = std::min<int64_t>(c.options().attention_split, WEFT_ATTN_MAX_SPLIT);
   int64_t p = 1;
-  while (cap > 0 && ceil_div(s_dim, p) > cap && p * 2 <= most && tiles * p * 2 <= c.spread_sms()) p *= 2;
+  while (ceil_div(s_dim, p) > cap && p * 2 <= most && tiles * p * 2 <= c.spread_sms()) p *= 2;
   return p;
 }
 TileGrid attention_qkv_grid(const LowerCtx& c) {
