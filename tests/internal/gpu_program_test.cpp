@@ -231,6 +231,31 @@ TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
   }
 }
 
+// The tensor-core tiles (gemv_mma.cuh) in bf16 at one and two m16 blocks of x rows, full and partial: stage groups of
+// 16 weight rows with only their first 8 in the tile (8, 24, 200 columns), paired gate/up rows, tiles whose warps' ranges
+// cut groups (a single group over 8 warps) and whose parts meet in the reduction, with bias and residual.
+TEST(GpuOps, TensorCoreTilesMatchTheReference) {
+  WEFT_REQUIRE_GPU();
+  const auto input = TensorKind::input, weight = TensorKind::weight;
+  for (int64_t rows : {2, 16, 17, 32}) {
+    const std::vector<OneOp> specs = {
+        {"linear", {}, {{rows, 1024}, {8, 1024}}},
+        {"linear", {}, {{rows, 2048}, {200, 2048}, {200}, {rows, 200}}, {}, {input, weight, weight, input}},
+        {"rmsnorm_linear", {{"eps", 1e-5}}, {{rows, 512}, {512}, {24, 512}}},
+        {"silu_mul_linear", {}, {{rows, 2 * 1024}, {40, 1024}}},
+        {"linear_silu_mul", {}, {{rows, 1024}, {2 * 40, 1024}}},
+    };
+    for (const OneOp& spec : specs) {
+      try {
+        const auto problems = compare_with_reference(one_op_graph(spec, DType::bf16), {}, GpuCompareOptions{});
+        EXPECT_TRUE(problems.empty()) << spec.op << " bf16 rows=" << rows << joined(problems);
+      } catch (const Error& e) {
+        ADD_FAILURE() << spec.op << " bf16 rows=" << rows << ": " << e.what();
+      }
+    }
+  }
+}
+
 // attention's shared-memory path (attention_smem.cuh) in both 16-bit dtypes (f16 is otherwise untested there):
 // head_dim 64 and 128, groups of 1, 2, 4, 8, 16 and 32 q heads (one to four passes of 8), the plain op and the fused
 // one. Positions up to 299: from one timestep to more than eight warps' worth; three seeds, three launches each.
