@@ -5,6 +5,7 @@
 
 #include <limits>
 #include <random>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -198,6 +199,16 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
   }
 }
 
+// One op's graph on the GPU against the CPU reference, every problem (or the error that stopped it) named by `what`.
+void expect_matches_reference(const OneOp& spec, DType dt, const std::string& what) {
+  try {
+    const auto problems = compare_with_reference(one_op_graph(spec, dt), {}, GpuCompareOptions{});
+    EXPECT_TRUE(problems.empty()) << what << joined(problems);
+  } catch (const Error& e) {
+    ADD_FAILURE() << what << ": " << e.what();
+  }
+}
+
 // f16 takes the tensor-core tiles through its own mma instruction: the streamed linears at batch sizes on
 // either side of it (1 row: CUDA cores) against the reference.
 TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
@@ -210,30 +221,19 @@ TEST(GpuOps, HalfPrecisionLinearsMatchTheReference) {
         {"silu_mul_linear", {}, {{rows, 2 * 1024}, {40, 1024}}},
         {"linear_silu_mul", {}, {{rows, 1024}, {2 * 72, 1024}}},
     };
-    for (const OneOp& spec : specs) {
-      try {
-        const auto problems = compare_with_reference(one_op_graph(spec, DType::f16), {}, GpuCompareOptions{});
-        EXPECT_TRUE(problems.empty()) << spec.op << " f16 rows=" << rows << joined(problems);
-      } catch (const Error& e) {
-        ADD_FAILURE() << spec.op << " f16 rows=" << rows << ": " << e.what();
-      }
-    }
+    for (const OneOp& spec : specs)
+      expect_matches_reference(spec, DType::f16, std::string(spec.op) + " f16 rows=" + std::to_string(rows));
   }
   // A tile split over K, and a chunked one (x staged in K chunks), in f16.
   for (const int64_t k : {8192, 8320}) {
     const OneOp big{"linear", {}, {{32, k}, {2700, k}, {2700}, {32, 2700}}, {}, {input, weight, weight, input}};
-    try {
-      const auto problems = compare_with_reference(one_op_graph(big, DType::f16), {}, GpuCompareOptions{});
-      EXPECT_TRUE(problems.empty()) << "linear f16 K " << k << joined(problems);
-    } catch (const Error& e) {
-      ADD_FAILURE() << "linear f16 K " << k << ": " << e.what();
-    }
+    expect_matches_reference(big, DType::f16, "linear f16 K " + std::to_string(k));
   }
 }
 
-// The tensor-core tiles (gemv_mma.cuh) in bf16 at one and two m16 blocks of x rows, full and partial: stage groups of
-// 16 weight rows with only their first 8 in the tile (8, 24, 200 columns), paired gate/up rows, tiles whose warps' ranges
-// cut groups (a single group over 8 warps) and whose parts meet in the reduction, with bias and residual.
+// The tensor-core tiles (gemv_mma.cuh) in bf16 at one and two m16 blocks of x rows, full and partial: a tile of one
+// 8-row group cut between all 8 warps (its parts meet in the cut-group reduction), odd group counts (24, 200 columns),
+// paired gate/up rows, the fused norm and SwiGLU inputs, bias and residual.
 TEST(GpuOps, TensorCoreTilesMatchTheReference) {
   WEFT_REQUIRE_GPU();
   const auto input = TensorKind::input, weight = TensorKind::weight;
@@ -245,14 +245,8 @@ TEST(GpuOps, TensorCoreTilesMatchTheReference) {
         {"silu_mul_linear", {}, {{rows, 2 * 1024}, {40, 1024}}},
         {"linear_silu_mul", {}, {{rows, 1024}, {2 * 40, 1024}}},
     };
-    for (const OneOp& spec : specs) {
-      try {
-        const auto problems = compare_with_reference(one_op_graph(spec, DType::bf16), {}, GpuCompareOptions{});
-        EXPECT_TRUE(problems.empty()) << spec.op << " bf16 rows=" << rows << joined(problems);
-      } catch (const Error& e) {
-        ADD_FAILURE() << spec.op << " bf16 rows=" << rows << ": " << e.what();
-      }
-    }
+    for (const OneOp& spec : specs)
+      expect_matches_reference(spec, DType::bf16, std::string(spec.op) + " bf16 rows=" + std::to_string(rows));
   }
 }
 
