@@ -139,7 +139,8 @@ int cmd_inspect(const Args& a) {
   std::fputs(graph_to_text(g).c_str(), stdout);
   const int32_t sms = a.sms > 0 ? a.sms : default_sm_count(a.arch);
   bool wide = false;
-  TaskGraph tg = lower_for_device(g, symbol_values(g, a.set), sms, arch_sm(a.arch), wide, attention_split_limit());
+  TaskGraph tg = lower_for_device(g, symbol_values(g, a.set), sms, arch_sm(a.arch), wide, attention_split_limit(),
+                                  split_k_parts_floor());
   const MemoryPlan plan = plan_memory(g, tg);
   finalize_events(tg);
   const Schedule s = schedule_static(tg, sms);

@@ -367,11 +367,14 @@ void finalize_events(TaskGraph& tg) {
 }
 
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
-                           int32_t attention_split) {
-  TaskGraph base = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_BASE, attention_split});
+                           int32_t attention_split, int32_t split_k_parts) {
+  LowerOptions o{num_sms, WEFT_SMEM_BYTES_BASE, attention_split};
+  o.split_k_parts = split_k_parts;
+  TaskGraph base = lower(g, symbols, o);
   wide = false;
   if (sm < WEFT_SMEM_WIDE_MIN_SM || !may_use_tensor_core_tiles(base)) return base;
-  TaskGraph w = lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_WIDE, attention_split});
+  o.mma_smem_bytes = WEFT_SMEM_BYTES_WIDE;
+  TaskGraph w = lower(g, symbols, o);
   // The wide size only changes grids by allowing more rows per tensor-core tile (fewer row blocks, or a linear
   // that had too many for the streamed path taking it), and chunked tiles by allowing longer chunks.
   bool better = mma_x_chunks(w, WEFT_SMEM_BYTES_WIDE) < mma_x_chunks(base, WEFT_SMEM_BYTES_BASE);

@@ -138,12 +138,26 @@ TileGrid decode_linear_grid(const LowerCtx& c, int64_t row_block) {
 // pieces (Llama-1B's down projection at batch 32: ~7.5 us per chunk, docs/perf.md round 16) and row blocks stream
 // the weight again per block. The tiles get P times the columns, so that the grid's tasks still fill the SMs once.
 constexpr int64_t kChunkBoundaryBytes = 128 * 1024;  // ~4 us at a tile's ~32 GB/s: twice the boundary's cost
+// The parts a 16-bit plain linear of `rows` x rows splits K into: weft_mma_split_parts (0: no split fits, 1: x fits
+// whole), raised (`raise`) to LowerOptions::split_k_parts where a power of two that large still gives parts of a whole number
+// of stages (the device takes any such count, linear_split.cuh).
+int64_t split_k_parts(const LowerCtx& c, int64_t k, int64_t rows, bool raise) {
+  int64_t parts = weft_mma_split_parts(c.options().mma_smem_bytes, k, rows, 2);
+  if (parts <= 0 || !raise) return parts;
+  while (parts < c.options().split_k_parts && parts * 2 <= WEFT_MMA_MAX_SPLIT && k % (parts * 2) == 0 &&
+         (k / (parts * 2)) % WEFT_MMA_K_MULTIPLE == 0)
+    parts *= 2;
+  return parts;
+}
 TileGrid linear_grid(const LowerCtx& c) {
   const View2D v = c.out_view();
   const int64_t k = c.in_shape(1)[1], esize = static_cast<int64_t>(dtype_size(c.in_dtype(1)));
   const int64_t mma = mma_row_block(c, v.rows, k, esize, 4);
-  const int64_t parts = esize == 2 ? weft_mma_split_parts(c.options().mma_smem_bytes, k, v.rows, esize) : 0;
-  if (mma != v.rows && parts > 1) {
+  // A raised split (LowerOptions::split_k_parts) only where a task's x is at least a quarter of its weight stream
+  // (not the logits: one unsplit task streams ~30x its x).
+  const bool x_heavy = 4 * v.rows >= decode_linear_grid(c, v.rows).col_tile;
+  const int64_t parts = esize == 2 ? split_k_parts(c, k, v.rows, x_heavy) : 0;
+  if (parts > 1 && (mma != v.rows || (x_heavy && c.options().split_k_parts > 1))) {
     const int64_t per_task = ceil_div(v.cols * parts, c.spread_sms());
     TileGrid grid{v.rows, v.cols, v.rows, std::max<int64_t>(8, ceil_div(per_task, 8) * 8)};
     grid.k_parts = parts;

@@ -127,6 +127,10 @@ struct LowerOptions {
   // The shared memory the ops get besides the tensor-core tiles' (attention's timesteps per part): the base size,
   // or less with the weight loader's ring (WEFT_SMEM_BYTES_LOADER_OPS, lower_for_weight_loader).
   int32_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE;
+  // The fewest parts a plain tensor-core linear splits K into (a power of two, 1..WEFT_MMA_MAX_SPLIT; linear_grid in
+  // op_lowering_table.cpp): 1 splits only where x rows fit no tile whole. More parts stage fewer x columns per task
+  // (every SM reads the whole of x from L2 at once after the wait) for one more round trip through the partials.
+  int32_t split_k_parts = 1;
 };
 
 // Cuts every op of `g` into tasks for the concrete symbol values `symbols`, with an event for every tile and
@@ -139,7 +143,7 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
 // per tile — fewer row blocks, each weight streamed fewer times — or fewer x chunks (mma_x_chunks). Where it
 // changes neither the base size is kept: its larger L1 holds the task loop's spills.
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
-                           int32_t attention_split = WEFT_ATTN_MAX_SPLIT);
+                           int32_t attention_split = WEFT_ATTN_MAX_SPLIT, int32_t split_k_parts = 1);
 
 // The weight loader (WEFT_DEVLIB_LOADER, device/weight_loader.cuh) for a kernel lowered for compute capability
 // `sm`: whether it may link the loader's library — sm_90 or later, the CUDA-core library with bf16 one-row tiles

@@ -133,6 +133,20 @@ int32_t attention_split_limit() {
   return static_cast<int32_t>(v);
 }
 
+// $WEFT_SPLIT_K_PARTS=P: plain tensor-core linears split K into at least P parts (LowerOptions::split_k_parts), for
+// measuring where staging less of x per task pays for the partial sums' round trip. Unset: 1 (only where x rows fit
+// no tile whole).
+int32_t split_k_parts_floor() {
+  const char* env = std::getenv("WEFT_SPLIT_K_PARTS");
+  if (env == nullptr || *env == '\0') return 1;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 1 || v > WEFT_MMA_MAX_SPLIT || (v & (v - 1)) != 0)
+    fail(Status::invalid_argument, "WEFT_SPLIT_K_PARTS='" + std::string(env) + "': expected a power of two from 1 to " +
+                                       std::to_string(WEFT_MMA_MAX_SPLIT));
+  return static_cast<int32_t>(v);
+}
+
 // $WEFT_WEIGHT_LOADER=1: kernels that may take the weight loader's library (weight_loader_applies) link it. Off by
 // default while it is measured against the per-warp streams (docs/perf.md round 42).
 bool weight_loader_requested() {
@@ -156,6 +170,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
     fail(Status::invalid_argument, "attention_split " + std::to_string(request.attention_split) +
                                        ": expected 0 (the default) or a whole number from 1 to " + std::to_string(WEFT_ATTN_MAX_SPLIT));
   const int32_t attention_split = request.attention_split > 0 ? request.attention_split : attention_split_limit();
+  const int32_t split_k_parts = split_k_parts_floor();
   const bool want_loader = weight_loader_requested();
   const bool want_tagged = tagged_handoffs_requested();
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
@@ -163,6 +178,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                                    std::to_string(sm >= WEFT_SMEM_WIDE_MIN_SM ? WEFT_SMEM_BYTES_WIDE : 0) +
                                    ";lineinfo=" + (copts.line_info ? "1" : "0") +
                                    ";attn_split=" + std::to_string(attention_split) +
+                                   ";split_k=" + std::to_string(split_k_parts) +
                                    ";loader=" + (want_loader ? "1" : "0") +
                                    ";tagged=" + (want_tagged ? "1" : "0") +
                                    ";codegen=" + codegen_version();
@@ -180,7 +196,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   }
 
   bool wide = false;
-  TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split);
+  TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split, split_k_parts);
   bool loader = false;
   // The loader's kernel entry takes at most WEFT_LOADER_ENTRY_SLOTS tensors (config.cuh).
   if (want_loader && g.tensors().size() <= WEFT_LOADER_ENTRY_SLOTS && weight_loader_applies(tg, sm)) {

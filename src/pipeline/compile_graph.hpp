@@ -62,6 +62,10 @@ SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given);
 // WEFT_ATTN_MAX_SPLIT; 1: none), else WEFT_ATTN_MAX_SPLIT. Status::invalid_argument naming the variable for
 // another value. compile_graph puts it in the cache key.
 int32_t attention_split_limit();
+// $WEFT_SPLIT_K_PARTS, or 1 where unset: the fewest parts a plain tensor-core linear splits K into
+// (LowerOptions::split_k_parts). Throws weft::Error (Status::invalid_argument) for a value that is not a power of two
+// from 1 to WEFT_MMA_MAX_SPLIT.
+int32_t split_k_parts_floor();
 
 // `cache` may be null (no caching).
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache);

@@ -429,6 +429,32 @@ void expect_env_refused(const Graph& g, const CompileRequest& req, cache::Kernel
   }
 }
 
+// $WEFT_SPLIT_K_PARTS raises the split of the plain tensor-core linears (LowerOptions::split_k_parts): it changes
+// the tables, so it enters the cache key; a value that is not a power of two from 1 to WEFT_MMA_MAX_SPLIT is an
+// invalid_argument naming the variable, before anything compiles.
+TEST(DeviceCompile, SplitKPartsEnterTheKey) {
+  ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
+  TempKernelCache tmp("weft-split-k");
+  ASSERT_NE(tmp.kc, nullptr);
+  cache::KernelCache& kc = *tmp.kc;
+  const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
+  CompileRequest req;
+  req.symbols = SymbolValues(g.symbols().size(), 8);
+  std::string first_key;
+  {
+    ScopedEnv parts("WEFT_SPLIT_K_PARTS", nullptr);
+    first_key = compile_graph(g, req, &kc).key_hex;
+  }
+  const std::string four = "4";
+  ScopedEnv parts("WEFT_SPLIT_K_PARTS", &four);
+  const CompileResult r = compile_graph(g, req, &kc);
+  EXPECT_FALSE(r.cache_hit);
+  EXPECT_NE(r.key_hex, first_key);
+  EXPECT_TRUE(compile_graph(g, req, &kc).cache_hit);
+  expect_env_refused(g, req, kc, "WEFT_SPLIT_K_PARTS", {"0", "3", "32", "x", "2x"},
+                     "expected a power of two from 1 to " + std::to_string(WEFT_MMA_MAX_SPLIT));
+}
+
 // $WEFT_ATTENTION_SPLIT caps the parts of a split attention tile: it changes the tables, so it enters the cache
 // key (the same graph compiles again under another value, and hits under its own); a value outside 1..8 is an
 // invalid_argument naming the variable and the range, before anything compiles.

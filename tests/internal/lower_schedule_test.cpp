@@ -329,6 +329,44 @@ TEST(Lowering, BatchedProjectionsTakeTensorCoreTilesInFewestRowBlocks) {
   }
 }
 
+// LowerOptions::split_k_parts raises the parts of the plain tensor-core linears whose x is at least a quarter of a
+// task's weight stream (q/k/v, o and down at batch 8 and 32; never the logits, whose tasks stream ~30x their x), keeps
+// a part a whole number of stages, still fills the SMs about once, and leaves batch 1 (CUDA-core tiles) unsplit.
+TEST(Lowering, RaisedSplitKPartsApplyWhereXOutweighsTheWeightStream) {
+  DecoderShape shape = llama_3_2_1b_shape();
+  shape.layers = 1;
+  shape.fuse_linear_inputs = 0;
+  const Graph g = build_decoder_graph(shape);
+  for (int64_t batch : {1, 8, 32})
+    for (int32_t raised : {1, 2, 4, 8}) {
+      LowerOptions o{132, WEFT_SMEM_BYTES_WIDE};
+      o.split_k_parts = raised;
+      const TaskGraph tg = lower(g, SymbolValues(g.symbols().size(), batch), o);
+      const TaskGraph plain = lower(g, SymbolValues(g.symbols().size(), batch), LowerOptions{132, WEFT_SMEM_BYTES_WIDE});
+      int checked = 0;
+      for (size_t n = 0; n < g.nodes().size(); ++n) {
+        const Node& node = g.nodes()[n];
+        if (node.op->name != std::string_view("linear")) continue;
+        const int64_t k = g.tensor(node.inputs[1]).type.shape[1].value;
+        const int64_t cols = g.tensor(node.inputs[1]).type.shape[0].value;
+        const TileGrid& grid = tg.grids[n];
+        const std::string what = g.tensor(node.output).name + " batch " + std::to_string(batch) + " raised to " +
+                                 std::to_string(raised);
+        const int64_t before = plain.grids[n].k_parts;
+        if (batch == 1 || cols > 100000) {
+          EXPECT_EQ(grid.k_parts, before) << what;
+        } else {
+          EXPECT_EQ(grid.k_parts, std::max<int64_t>(before, raised)) << what;
+          EXPECT_EQ((k / grid.k_parts) % WEFT_MMA_K_MULTIPLE, 0) << what;
+          EXPECT_LE(grid.tasks(), 132) << what;
+          EXPECT_GE(grid.tasks(), 100) << what;
+        }
+        ++checked;
+      }
+      EXPECT_EQ(checked, 4) << "qkv, o, down, logits";
+    }
+}
+
 // The same with the norms and SwiGLU as separate ops (a model served to more than 8 rows, fuse_linear_inputs_for):
 // plain linears take tensor-core tiles from 2 rows, and at batch 8 down's 8 rows of K 8192 make the wide shared
 // memory worth it (at the base size they would be two row blocks of 4, or two x chunks). Every linear is one row
