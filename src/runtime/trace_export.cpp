@@ -38,6 +38,7 @@ void write_chrome_trace(const std::string& path, const Graph& graph, const TaskT
                                                  ? static_cast<double>(records[at + 5] - records[at + 4]) * 1000.0 /
                                                        static_cast<double>(records[at + 2] - records[at + 1])
                                                  : 0.0},
+                                     {"clock", {records[at + 4], records[at + 5]}},
                                      {"rows", {t.args.row0, t.args.row1}}, {"cols", {t.args.col0, t.args.col1}}};
         // The spans around the task's own run, each only where its stamps are in order: set-up (descriptor and
         // prefetch, before the wait), wait, and the notify of its events after it.

@@ -1,7 +1,9 @@
 // The per-task timestamp trace of a megakernel launch (WEFT_TRACE=path), as Chrome trace JSON (chrome://tracing,
 // ui.perfetto.dev): one track per block, a span per task named after the tensor it writes, and around it the
 // spans of its "setup" (descriptor read and prefetch of unguarded operands), its "wait" for its inputs and the
-// "notify" of its events.
+// "notify" of its events. Each span's args give the task, step, op, SM, the clock rate it ran at, and the raw SM
+// clocks at its run's start and end ("clock": words [4] and [5] of its record, which diagnostic device libraries
+// may use for stamps of their own).
 #pragma once
 
 #include <cstdint>

@@ -92,6 +92,7 @@ TEST(TraceExport, OneSpanPerTaskAndAWaitSpanWhenItWaited) {
       if (e.at("args").at("step") == 0) {
         EXPECT_DOUBLE_EQ(e.at("dur").get<double>(), 1.0) << "1 us run";
         EXPECT_DOUBLE_EQ(e.at("args").at("mhz").get<double>(), 2000.0) << "2000 cycles in 1000 ns";
+        EXPECT_EQ(e.at("args").at("clock"), nlohmann::json::array({5000, 7000})) << "words [4] and [5] as recorded";
       }
     }
   }
