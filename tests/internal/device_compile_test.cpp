@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -429,6 +430,23 @@ void expect_env_refused(const Graph& g, const CompileRequest& req, cache::Kernel
   }
 }
 
+// compile_graph of `g` with environment variable `name` unset, then set to `value` (left set on return, through
+// `scope`): the second misses the cache under a key of its own and hits under it after. Returns that key; `unset_key`
+// gets the first.
+std::string expect_env_enters_key(const Graph& g, const CompileRequest& req, cache::KernelCache& kc, const char* name,
+                                  const std::string& value, std::optional<ScopedEnv>& scope, std::string& unset_key) {
+  {
+    ScopedEnv unset(name, nullptr);
+    unset_key = compile_graph(g, req, &kc).key_hex;
+  }
+  scope.emplace(name, &value);
+  const CompileResult r = compile_graph(g, req, &kc);
+  EXPECT_FALSE(r.cache_hit) << name << "=" << value;
+  EXPECT_NE(r.key_hex, unset_key) << name << "=" << value;
+  EXPECT_TRUE(compile_graph(g, req, &kc).cache_hit) << name << "=" << value;
+  return r.key_hex;
+}
+
 // $WEFT_SPLIT_K_PARTS raises the split of the plain tensor-core linears (LowerOptions::split_k_parts): it changes
 // the tables, so it enters the cache key; a value that is not a power of two from 1 to WEFT_MMA_MAX_SPLIT is an
 // invalid_argument naming the variable, before anything compiles.
@@ -440,17 +458,9 @@ TEST(DeviceCompile, SplitKPartsEnterTheKey) {
   const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
   CompileRequest req;
   req.symbols = SymbolValues(g.symbols().size(), 8);
-  std::string first_key;
-  {
-    ScopedEnv parts("WEFT_SPLIT_K_PARTS", nullptr);
-    first_key = compile_graph(g, req, &kc).key_hex;
-  }
-  const std::string four = "4";
-  ScopedEnv parts("WEFT_SPLIT_K_PARTS", &four);
-  const CompileResult r = compile_graph(g, req, &kc);
-  EXPECT_FALSE(r.cache_hit);
-  EXPECT_NE(r.key_hex, first_key);
-  EXPECT_TRUE(compile_graph(g, req, &kc).cache_hit);
+  std::optional<ScopedEnv> parts;
+  std::string unset_key;
+  expect_env_enters_key(g, req, kc, "WEFT_SPLIT_K_PARTS", "4", parts, unset_key);
   expect_env_refused(g, req, kc, "WEFT_SPLIT_K_PARTS", {"0", "3", "32", "x", "2x"},
                      "expected a power of two from 1 to " + std::to_string(WEFT_MMA_MAX_SPLIT));
 }
@@ -468,17 +478,8 @@ TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
     CompileRequest req;
     req.symbols = SymbolValues(g.symbols().size(), 1);
     std::string first_key;
-    {
-      ScopedEnv split("WEFT_ATTENTION_SPLIT", nullptr);
-      const CompileResult r = compile_graph(g, req, &kc);
-      first_key = r.key_hex;
-    }
-    const std::string one = "1";
-    ScopedEnv split("WEFT_ATTENTION_SPLIT", &one);
-    const CompileResult r = compile_graph(g, req, &kc);
-    EXPECT_FALSE(r.cache_hit);
-    EXPECT_NE(r.key_hex, first_key);
-    EXPECT_TRUE(compile_graph(g, req, &kc).cache_hit);
+    std::optional<ScopedEnv> split;
+    const std::string one_key = expect_env_enters_key(g, req, kc, "WEFT_ATTENTION_SPLIT", "1", split, first_key);
     expect_env_refused(g, req, kc, "WEFT_ATTENTION_SPLIT", {"0", "9", "x", "2x"}, "expected a whole number from 1 to 8");
     // CompileRequest::attention_split says the same as the variable, and wins over it: 1 is the entry compiled under
     // WEFT_ATTENTION_SPLIT=1 (a hit whatever the variable says now), 0 leaves the variable's.
@@ -488,7 +489,7 @@ TEST(DeviceCompile, AttentionSplitLimitEntersTheKey) {
     one_req.attention_split = 1;
     const CompileResult by_request = compile_graph(g, one_req, &kc);
     EXPECT_TRUE(by_request.cache_hit);
-    EXPECT_EQ(by_request.key_hex, r.key_hex);
+    EXPECT_EQ(by_request.key_hex, one_key);
     EXPECT_EQ(compile_graph(g, req, &kc).key_hex, first_key);
     for (int32_t bad : {-1, WEFT_ATTN_MAX_SPLIT + 1}) {
       one_req.attention_split = bad;
