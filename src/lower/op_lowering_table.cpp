@@ -139,8 +139,8 @@ TileGrid decode_linear_grid(const LowerCtx& c, int64_t row_block) {
 // the weight again per block. The tiles get P times the columns, so that the grid's tasks still fill the SMs once.
 constexpr int64_t kChunkBoundaryBytes = 128 * 1024;  // ~4 us at a tile's ~32 GB/s: twice the boundary's cost
 // The parts a 16-bit plain linear of `rows` x rows splits K into: weft_mma_split_parts (0: no split fits, 1: x fits
-// whole), raised (`raise`) to LowerOptions::split_k_parts where a power of two that large still gives parts of a whole number
-// of stages (the device takes any such count, linear_split.cuh).
+// whole), raised (`raise`) to LowerOptions::split_k_parts where a power of two that large still gives parts of a
+// whole number of stages (the device takes any such count, linear_split.cuh).
 int64_t split_k_parts(const LowerCtx& c, int64_t k, int64_t rows, bool raise) {
   int64_t parts = weft_mma_split_parts(c.options().mma_smem_bytes, k, rows, 2);
   if (parts <= 0 || !raise) return parts;

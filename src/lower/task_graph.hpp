@@ -129,7 +129,8 @@ struct LowerOptions {
   int32_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE;
   // The fewest parts a plain tensor-core linear splits K into (a power of two, 1..WEFT_MMA_MAX_SPLIT; linear_grid in
   // op_lowering_table.cpp): 1 splits only where x rows fit no tile whole. More parts stage fewer x columns per task
-  // (every SM reads the whole of x from L2 at once after the wait) for one more round trip through the partials.
+  // (every SM reads the whole of x from L2 at once after the wait) for one more round trip through the partials:
+  // slower at every setting measured (docs/perf.md round 51), so only $WEFT_SPLIT_K_PARTS raises it.
   int32_t split_k_parts = 1;
 };
 
