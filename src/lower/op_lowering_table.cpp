@@ -155,9 +155,9 @@ TileGrid linear_grid(const LowerCtx& c) {
   const int64_t mma = mma_row_block(c, v.rows, k, esize, 4);
   // A raised split (LowerOptions::split_k_parts) only where a task's x is at least a quarter of its weight stream
   // (not the logits: one unsplit task streams ~30x its x).
-  const bool x_heavy = 4 * v.rows >= decode_linear_grid(c, v.rows).col_tile;
-  const int64_t parts = esize == 2 ? split_k_parts(c, k, v.rows, x_heavy) : 0;
-  if (parts > 1 && (mma != v.rows || (x_heavy && c.options().split_k_parts > 1))) {
+  const bool raise = c.options().split_k_parts > 1 && 4 * v.rows >= decode_linear_grid(c, v.rows).col_tile;
+  const int64_t parts = esize == 2 ? split_k_parts(c, k, v.rows, raise) : 0;
+  if (parts > 1 && (mma != v.rows || raise)) {
     const int64_t per_task = ceil_div(v.cols * parts, c.spread_sms());
     TileGrid grid{v.rows, v.cols, v.rows, std::max<int64_t>(8, ceil_div(per_task, 8) * 8)};
     grid.k_parts = parts;

@@ -122,30 +122,28 @@ SymbolValues resolve_symbols(const Graph& g, const SymbolValues& given) {
   return given;
 }
 
-int32_t attention_split_limit() {
-  const char* env = std::getenv("WEFT_ATTENTION_SPLIT");
-  if (env == nullptr || *env == '\0') return WEFT_ATTN_MAX_SPLIT;
+// $name as a count from 1 to `most` (a power of two where `power_of_two`), or `unset` where the variable is unset or
+// empty. Status::invalid_argument "<name>='<value>': expected ..." for anything else.
+static int32_t env_count(const char* name, int32_t unset, int32_t most, bool power_of_two) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return unset;
   char* end = nullptr;
   const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 1 || v > WEFT_ATTN_MAX_SPLIT)
-    fail(Status::invalid_argument, "WEFT_ATTENTION_SPLIT='" + std::string(env) + "': expected a whole number from 1 to " +
-                                       std::to_string(WEFT_ATTN_MAX_SPLIT));
+  if (*end != '\0' || v < 1 || v > most || (power_of_two && (v & (v - 1)) != 0))
+    fail(Status::invalid_argument, std::string(name) + "='" + env + "': expected " +
+                                       (power_of_two ? "a power of two" : "a whole number") + " from 1 to " +
+                                       std::to_string(most));
   return static_cast<int32_t>(v);
+}
+
+int32_t attention_split_limit() {
+  return env_count("WEFT_ATTENTION_SPLIT", WEFT_ATTN_MAX_SPLIT, WEFT_ATTN_MAX_SPLIT, false);
 }
 
 // $WEFT_SPLIT_K_PARTS=P: plain tensor-core linears split K into at least P parts (LowerOptions::split_k_parts), for
 // measuring where staging less of x per task pays for the partial sums' round trip. Unset: 1 (only where x rows fit
 // no tile whole).
-int32_t split_k_parts_floor() {
-  const char* env = std::getenv("WEFT_SPLIT_K_PARTS");
-  if (env == nullptr || *env == '\0') return 1;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 1 || v > WEFT_MMA_MAX_SPLIT || (v & (v - 1)) != 0)
-    fail(Status::invalid_argument, "WEFT_SPLIT_K_PARTS='" + std::string(env) + "': expected a power of two from 1 to " +
-                                       std::to_string(WEFT_MMA_MAX_SPLIT));
-  return static_cast<int32_t>(v);
-}
+int32_t split_k_parts_floor() { return env_count("WEFT_SPLIT_K_PARTS", 1, WEFT_MMA_MAX_SPLIT, true); }
 
 // $WEFT_WEIGHT_LOADER=1: kernels that may take the weight loader's library (weight_loader_applies) link it. Off by
 // default while it is measured against the per-warp streams (docs/perf.md round 42).
