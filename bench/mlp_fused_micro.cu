@@ -11,7 +11,9 @@
 //            Accumulators rotate over three buffers; a block zeroes its slice of the one two layers back (all its
 //            readers are past it).
 //   f32 / fx  the accumulator adds: red.add.v4.f32 (the order of the adds varies run to run) or red.add.u64 of
-//            fixed-point values (2^-32 units: integer adds, so the sum is the same whatever the order).
+//            fixed-point values (2^-32 units: integer adds, so the sum is the same whatever the order); f32 into R
+//            copies of the accumulator (block b into copy b mod R, readers add the R copies: 132 / R adds per word);
+//            and no adds at all (wrong sums), which leaves what the adds cost.
 //
 // Round 27 (bench/mlp_split_micro.cu) priced the pieces apart — a strided K slice of W [H, F] reads at half the
 // bandwidth, and a reduction whose last block rounds, stores and releases the row costs 2-3 us more than the plain
@@ -41,7 +43,11 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kMaxH = 4096, kMaxF = 12288;
 constexpr unsigned long long kWatchdogNs = 2000000000ull;
 
-enum Mode { kTwoOp = 0, kFusedF32 = 1, kFusedFixed = 2, kFusedNoAdds = 3 };
+enum Mode { kTwoOp = 0, kFusedF32 = 1, kFusedFixed = 2, kFusedNoAdds = 3, kFusedF32R4 = 4, kFusedF32R16 = 5 };
+constexpr int kModes = 6;
+constexpr int kMaxReplicas = 16;
+// Copies of each accumulator that the f32 forms add into (block b into copy b mod R; readers add the R copies).
+__host__ __device__ constexpr int replicas(int mode) { return mode == kFusedF32R4 ? 4 : mode == kFusedF32R16 ? 16 : 1; }
 
 struct Params {
   const __nv_bfloat16* gu;    // per layer [2F, H]: gate rows, then up rows
@@ -50,7 +56,7 @@ struct Params {
   int prefetch_bytes;
   __nv_bfloat16* x;    // two-op: [2][H] the residual stream, by layer parity
   __nv_bfloat16* act;  // two-op: [F]
-  float* acc;          // fused f32: [3][H]
+  float* acc;          // fused f32: [3][R][H]
   unsigned long long* accx;  // fused fixed point: [3][H]
   unsigned* counter;
   unsigned* error;  // host-mapped: set where a wait ran past the watchdog
@@ -194,6 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_chain(Params p) {
   float* big = xs + kH;
   float* act = big + kF;
   float* part = act + 256;
+  constexpr int kR = replicas(kMode);
   const unsigned long long policy = evict_first();
   const int blocks = gridDim.x, b = blockIdx.x;
   int f0, f1, h0, h1;
@@ -243,7 +250,11 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_chain(Params p) {
           wait_for(p, ops * blocks);
           const int prev = (g - 1) % 3;
           for (int e = threadIdx.x; e < kH; e += kThreads) {
-            const float a = kMode == kFusedFixed ? fixed_to_float(__ldcg(p.accx + prev * kH + e)) : __ldcg(p.acc + prev * kH + e);
+            float a = 0.0f;
+            if (kMode == kFusedFixed) a = fixed_to_float(__ldcg(p.accx + prev * kH + e));
+            else
+#pragma unroll
+              for (int r = 0; r < kR; ++r) a += __ldcg(p.acc + (prev * kR + r) * kH + e);
             xs[e] = round_bf16(xs[e] + round_bf16(a));
           }
           __syncthreads();
@@ -301,16 +312,19 @@ __global__ void __launch_bounds__(kThreads, 1) mlp_chain(Params p) {
         const int cur = g % 3, stale = (g + 1) % 3;
         for (int e = h0 + threadIdx.x; e < h1; e += kThreads) {
           if (kMode == kFusedFixed) p.accx[stale * kH + e] = 0ull;
-          else p.acc[stale * kH + e] = 0.0f;
+          else
+#pragma unroll
+            for (int r = 0; r < kR; ++r) p.acc[(stale * kR + r) * kH + e] = 0.0f;
         }
         if (grp == 0 && kMode != kFusedNoAdds)
 #pragma unroll
           for (int k = 0; k < 2; ++k) {
             if (k >= upt) break;
             const int c0 = (u0 + k * kThreads) * 8;
-            if (kMode == kFusedF32) {
-              red_add_v4(p.acc + cur * kH + c0, make_float4(sum[k][0], sum[k][1], sum[k][2], sum[k][3]));
-              red_add_v4(p.acc + cur * kH + c0 + 4, make_float4(sum[k][4], sum[k][5], sum[k][6], sum[k][7]));
+            if (kMode != kFusedFixed) {
+              float* acc = p.acc + (cur * kR + b % kR) * kH + c0;
+              red_add_v4(acc, make_float4(sum[k][0], sum[k][1], sum[k][2], sum[k][3]));
+              red_add_v4(acc + 4, make_float4(sum[k][4], sum[k][5], sum[k][6], sum[k][7]));
             } else {
               for (int c = 0; c < 8; ++c) red_add_u64(p.accx + cur * kH + c0 + c, sum[k][c]);
             }
@@ -330,13 +344,17 @@ void allow_smem(int bytes) {
   CHECK(cudaFuncSetAttribute(mlp_chain<kFusedF32, kH, kF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   CHECK(cudaFuncSetAttribute(mlp_chain<kFusedFixed, kH, kF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   CHECK(cudaFuncSetAttribute(mlp_chain<kFusedNoAdds, kH, kF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  CHECK(cudaFuncSetAttribute(mlp_chain<kFusedF32R4, kH, kF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  CHECK(cudaFuncSetAttribute(mlp_chain<kFusedF32R16, kH, kF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 template <int kH, int kF>
 void launch(int mode, int blocks, int smem, const Params& p) {
   if (mode == kTwoOp) mlp_chain<kTwoOp, kH, kF><<<blocks, kThreads, smem>>>(p);
   else if (mode == kFusedF32) mlp_chain<kFusedF32, kH, kF><<<blocks, kThreads, smem>>>(p);
   else if (mode == kFusedFixed) mlp_chain<kFusedFixed, kH, kF><<<blocks, kThreads, smem>>>(p);
-  else mlp_chain<kFusedNoAdds, kH, kF><<<blocks, kThreads, smem>>>(p);
+  else if (mode == kFusedNoAdds) mlp_chain<kFusedNoAdds, kH, kF><<<blocks, kThreads, smem>>>(p);
+  else if (mode == kFusedF32R4) mlp_chain<kFusedF32R4, kH, kF><<<blocks, kThreads, smem>>>(p);
+  else mlp_chain<kFusedF32R16, kH, kF><<<blocks, kThreads, smem>>>(p);
 }
 
 struct Shape {
@@ -389,8 +407,9 @@ int main(int argc, char** argv) {
   unsigned* error_dev;
   CHECK(cudaHostGetDevicePointer(&error_dev, error, 0));
 
-  std::printf("| shape (H x F, layers) | floor per layer | two-op | fused, f32 adds | fused, fixed-point adds | fused, no adds (wrong sums: the adds' cost) |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("| shape (H x F, layers) | floor per layer | two-op | fused, f32 adds | fused, fixed-point adds | fused, no adds "
+              "(wrong sums: the adds' cost) | fused, f32 adds into 4 copies | into 16 copies |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Shape s : {Shape{"Qwen3-0.6B", 1024, 3072, 28}, Shape{"Llama-3.2-1B", 2048, 8192, 16},
                         Shape{"Qwen3-8B", 4096, 12288, 8}}) {
     const size_t gu_elems = 2ull * s.f * s.h * s.layers, down_elems = 1ull * s.h * s.f * s.layers;
@@ -399,7 +418,7 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&gu, gu_elems * 2));
     CHECK(cudaMalloc(&down, down_elems * 2));
     CHECK(cudaMemset(gu, 0x3a, gu_elems * 2));  // 0x3a3a: bf16 ~0.00071
-    CHECK(cudaMemset(down, 0x38, down_elems * 2));  // 0x3838: bf16 ~4.4e-5
+    CHECK(cudaMemset(down, 0xb8, down_elems * 2));  // 0xb8b8: bf16 ~-8.8e-5 (x shrinks layer by layer, stays finite)
     p.gu = gu;
     p.down = down;
     p.h = s.h;
@@ -409,20 +428,20 @@ int main(int argc, char** argv) {
     p.prefetch_bytes = prefetch_kib * 1024;
     CHECK(cudaMalloc(&p.x, 2 * s.h * 2));
     CHECK(cudaMalloc(&p.act, s.f * 2));
-    CHECK(cudaMalloc(&p.acc, 3 * s.h * 4));
+    CHECK(cudaMalloc(&p.acc, 3 * kMaxReplicas * s.h * 4));
     CHECK(cudaMalloc(&p.accx, 3 * s.h * 8));
     CHECK(cudaMalloc(&p.counter, 4));
     CHECK(cudaMalloc(&p.sink, sms * kThreads * 4));
     p.error = error_dev;
     const int smem = (2 * s.h + s.f + 256) * 4;
     const double floor_us = (gu_elems + down_elems) * 2.0 / s.layers / (copy_tbs * 1e12) * 1e6;
-    float per_layer[4];
-    float sink_check[4];
-    for (int mode = 0; mode < 4; ++mode) {
+    float per_layer[kModes];
+    float sink_check[kModes];
+    for (int mode = 0; mode < kModes; ++mode) {
       std::vector<float> us;
       for (int r = 0; r < reps; ++r) {
         CHECK(cudaMemset(p.counter, 0, 4));
-        CHECK(cudaMemset(p.acc, 0, 3 * s.h * 4));
+        CHECK(cudaMemset(p.acc, 0, 3 * kMaxReplicas * s.h * 4));
         CHECK(cudaMemset(p.accx, 0, 3 * s.h * 8));
         CHECK(cudaMemset(p.x, 0, 2 * s.h * 2));
         CHECK(cudaEventRecord(e0));
@@ -444,12 +463,12 @@ int main(int argc, char** argv) {
       CHECK(cudaMemcpy(&first, p.sink, 4, cudaMemcpyDeviceToHost));
       sink_check[mode] = first;
     }
-    std::printf("| %s (%d x %d, %d) | %.2f us | %.2f us | %.2f us (%+.1f%%) | %.2f us (%+.1f%%) | %.2f us (%+.1f%%) |\n",
-                s.name, s.h, s.f, s.layers, floor_us, per_layer[0], per_layer[1],
-                100.0 * (per_layer[1] / per_layer[0] - 1.0), per_layer[2], 100.0 * (per_layer[2] / per_layer[0] - 1.0),
-                per_layer[3], 100.0 * (per_layer[3] / per_layer[0] - 1.0));
-    std::printf("  (block 0 thread 0's final sum of x: two-op %g, fused f32 %g, fused fixed %g, no adds %g)\n",
-                sink_check[0], sink_check[1], sink_check[2], sink_check[3]);
+    std::printf("| %s (%d x %d, %d) | %.2f us | %.2f us", s.name, s.h, s.f, s.layers, floor_us, per_layer[0]);
+    for (int mode = 1; mode < kModes; ++mode)
+      std::printf(" | %.2f us (%+.1f%%)", per_layer[mode], 100.0 * (per_layer[mode] / per_layer[0] - 1.0));
+    std::printf(" |\n  (block 0 thread 0's final sum of x, per form:");
+    for (int mode = 0; mode < kModes; ++mode) std::printf(" %g", sink_check[mode]);
+    std::printf(")\n");
     CHECK(cudaFree(gu));
     CHECK(cudaFree(down));
     CHECK(cudaFree(p.x));

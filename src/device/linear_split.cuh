@@ -70,7 +70,7 @@ __device__ __forceinline__ void split_run(const weft_task_args* a, const weft_en
   float* psum = reinterpret_cast<float*>(xs + rows * ldx);  // 16-byte aligned: ldx * 2 is a multiple of 16
   float* blocks = reinterpret_cast<float*>(a->d[4]);
   float* mine = blocks + static_cast<size_t>(sp.part) * block;
-  stage_x_rows(xs, ldx, x + a->row0 * k + sp.k0, k, sp.kc, rows);
+  stage_x_rows(xs, ldx, x + a->row0 * k + sp.k0, k, sp.kc, rows, smem);
   block_sync();
   gemv_mma_run<T>(a, w + sp.k0, sp.ms, xs, ldx, psum, smem, [&](i64 row, i64 n, float v) {
     mine[static_cast<unsigned int>(row - a->row0) * cols + static_cast<unsigned int>(n - a->col0)] = v;

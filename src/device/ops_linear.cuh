@@ -277,16 +277,75 @@ struct LinearOut {
   }
 };
 
+// Batched tiles stage x by bulk copies (stage_rows_bulk) in the tensor-core libraries of sm_90 and later: Llama-3.2-1B
+// batch 32 -4.5 / -4.4%, batch 8 -1.8 / -2.5% per token (step / loop, both allocation tickets of each side; H200,
+// docs/perf.md round 52). The CUDA-core libraries (one-row steps) keep their code as it was; sm_80 has no bulk
+// copies. A measurement build may set it (scripts/devlib-build.sh with DEVLIB_NVCC_FLAGS=-DWEFT_X_STAGE_BULK=0|1).
+#ifndef WEFT_X_STAGE_BULK
+#if (defined(WEFT_DEVLIB_TENSOR_CORES) && !WEFT_DEVLIB_TENSOR_CORES) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+#define WEFT_X_STAGE_BULK 0
+#else
+#define WEFT_X_STAGE_BULK 1
+#endif
+#endif
+
+#if WEFT_X_STAGE_BULK
+// x rows of a batched tile (rows > 1) by one bulk copy per row (the TMA unit), issued by thread 0 and completing on
+// one mbarrier in the GEMV scratch (no other part of a linear tile uses it during the stage): at most 32
+// instructions instead of 32 16-byte cp.async per thread, which at batch 32 took 2.8-3.6 us to issue behind the SM's
+// other requests (docs/perf.md round 51). Thread 0 waits for the phase; the caller's barrier publishes the rows (the
+// mbarrier's completion makes the copies visible to thread 0, the barrier orders them before the other threads'
+// reads). Every thread still waits for its own weight stages requested before the task's wait, as
+// stage_rows_async does. Rows and widths of whole 16-byte units, 16-byte aligned (the caller checks x0).
+template <typename T>
+__device__ __forceinline__ void stage_rows_bulk(T* dst, i64 ldx, const T* src, i64 lds, i64 width, i64 rows,
+                                                char* smem) {
+  if (tid() == 0) {
+    const unsigned int bar = static_cast<unsigned int>(__cvta_generic_to_shared(smem + WEFT_SMEM_BYTES - kGemvScratchBytes));
+    const unsigned int bytes = static_cast<unsigned int>(width * static_cast<i64>(sizeof(T)));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+                 "r"(bytes * static_cast<unsigned int>(rows))
+                 : "memory");
+    for (i64 r = 0; r < rows; ++r)
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                       static_cast<unsigned int>(__cvta_generic_to_shared(dst + r * ldx))),
+                   "l"(src + r * lds), "r"(bytes), "r"(bar)
+                   : "memory");
+    unsigned int done = 0;
+    while (!done)
+      asm volatile(
+          "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+          : "=r"(done)
+          : "r"(bar)
+          : "memory");
+    asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+  }
+  cp_async_wait<0>();
+}
+#endif
+
 // A plain linear's x rows (`width` elements each, `lds` apart) into shared memory at row stride ldx: by cp.async
 // where x is 16-byte aligned (the streamed paths take rows of whole 16-byte units), else element-wise.
 template <typename T>
-__device__ __forceinline__ void stage_x_rows(T* xs, i64 ldx, const T* x0, i64 lds, i64 width, i64 rows) {
+__device__ __forceinline__ void stage_x_rows(T* xs, i64 ldx, const T* x0, i64 lds, i64 width, i64 rows,
+                                             char* smem = nullptr) {
   if (!aligned16(x0)) {
     for (i64 r = 0; r < rows; ++r)
       copy_bytes(xs + r * ldx, x0 + r * lds, width * static_cast<i64>(sizeof(T)), static_cast<int>(sizeof(T)), tid(),
                  WEFT_BLOCK_THREADS);
     return;
   }
+#if WEFT_X_STAGE_BULK
+  if (smem != nullptr && rows > 1 && (lds * static_cast<i64>(sizeof(T))) % 16 == 0 &&
+      (ldx * static_cast<i64>(sizeof(T))) % 16 == 0 && aligned16(xs)) {
+    stage_rows_bulk(xs, ldx, x0, lds, width, rows, smem);
+    return;
+  }
+#else
+  (void)smem;
+#endif
   stage_rows_async(xs, ldx, x0, lds, width, rows);
 }
 
@@ -315,7 +374,7 @@ __device__ __noinline__ bool linear_chunked(const weft_task_args* a, const weft_
       gemv_mma_prologue<T>(a, w + k0, ms, smem);  // this warp's ring is drained and no other warp reads it
       block_sync();                             // every warp is done with the last chunk's x, parts and sums
     }
-    stage_x_rows(xs, ldx, x + a->row0 * k + k0, k, kc, rows);
+    stage_x_rows(xs, ldx, x + a->row0 * k + k0, k, kc, rows, smem);
     block_sync();
     const bool first = k0 == 0;
     gemv_mma_run<T>(a, w + k0, ms, xs, ldx, parts, smem, [&](i64 row, i64 n, float v) {
@@ -393,7 +452,7 @@ __device__ void linear_impl(const weft_task_args* a, const weft_env* env, char* 
   }
   const bool streamed = linear_streamed<T>(a, env, smem, 1, [&](T* xs, i64 rows, i64 ldx, T* spare) {
     (void)spare;
-    stage_x_rows(xs, ldx, x + a->row0 * k, k, k, rows);
+    stage_x_rows(xs, ldx, x + a->row0 * k, k, k, rows, smem);
   });
   if (streamed) return;
   if (a->row1 - a->row0 <= kGemvMaxRows) {

@@ -62,7 +62,7 @@ __device__ __forceinline__ bool linear_silu_mul_mma(const weft_task_args* a, con
   const i64 k = a->d[0], f = a->d[1];
   const int rows = static_cast<int>(a->row1 - a->row0), cols = static_cast<int>(a->col1 - a->col0);
   const SwigluTile<T> t(a, smem);
-  stage_x_rows(t.xs, t.ldx, x + a->row0 * k, k, k, rows);
+  stage_x_rows(t.xs, t.ldx, x + a->row0 * k, k, k, rows, smem);
   block_sync();
   T* ob = t.ob;
   const i64 row0 = a->row0;
