@@ -60,6 +60,21 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
+// 16 bytes of a weight streamed once: no L1 allocation, the L2 policy `policy` (evict_first()).
+__device__ __forceinline__ uint4 ld_weight(const void* p, unsigned long long policy) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p), "l"(policy));
+  return r;
+}
+// An L2 policy that evicts the lines it loads first (the megakernel's weight stream's).
+__device__ __forceinline__ unsigned long long evict_first() {
+  unsigned long long p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
 __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");

@@ -24,18 +24,6 @@
 
 constexpr int kThreads = kMicroThreads;
 
-__device__ __forceinline__ uint4 ld_weight(const void* p, unsigned long long policy) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p), "l"(policy));
-  return r;
-}
-__device__ __forceinline__ unsigned long long evict_first() {
-  unsigned long long p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
 __device__ __forceinline__ float dot8(uint4 u, float x) {
   const unsigned w[4] = {u.x, u.y, u.z, u.w};
   float s = 0.0f;
