@@ -52,7 +52,7 @@ __host__ __device__ constexpr int replicas(int mode) { return mode == kFusedF32R
 struct Params {
   const __nv_bfloat16* gu;    // per layer [2F, H]: gate rows, then up rows
   const __nv_bfloat16* down;  // per layer [H, F] (two-op) or, read as Wt [F, H], the fused op's
-  int h, f, layers, steps;  // h and f also the kernel's template arguments
+  int layers, steps;  // H and F are the kernel's template arguments
   int prefetch_bytes;
   __nv_bfloat16* x;    // two-op: [2][H] the residual stream, by layer parity
   __nv_bfloat16* act;  // two-op: [F]
@@ -409,8 +409,6 @@ int main(int argc, char** argv) {
     CHECK(cudaMemset(down, 0xb8, down_elems * 2));  // 0xb8b8: bf16 ~-8.8e-5 (x shrinks layer by layer, stays finite)
     p.gu = gu;
     p.down = down;
-    p.h = s.h;
-    p.f = s.f;
     p.layers = s.layers;
     p.steps = steps;
     p.prefetch_bytes = prefetch_kib * 1024;

@@ -301,7 +301,7 @@ template <typename T>
 __device__ __forceinline__ void stage_rows_bulk(T* dst, i64 ldx, const T* src, i64 lds, i64 width, i64 rows,
                                                 char* smem) {
   if (tid() == 0) {
-    const unsigned int bar = static_cast<unsigned int>(__cvta_generic_to_shared(smem + WEFT_SMEM_BYTES - kGemvScratchBytes));
+    const unsigned int bar = smem_u32(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
     const unsigned int bytes = static_cast<unsigned int>(width * static_cast<i64>(sizeof(T)));
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -310,9 +310,11 @@ __device__ __forceinline__ void stage_rows_bulk(T* dst, i64 ldx, const T* src, i
                  : "memory");
     for (i64 r = 0; r < rows; ++r)
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                       static_cast<unsigned int>(__cvta_generic_to_shared(dst + r * ldx))),
+                       smem_u32(dst + r * ldx)),
                    "l"(src + r * lds), "r"(bytes), "r"(bar)
                    : "memory");
+    // Not weight_ring.cuh's mbar_test: with its parity in a register the task loop's code came out another way
+    // (114,896 -> 114,888 instructions, another allocation) than the one measured here; this is that one.
     unsigned int done = 0;
     while (!done)
       asm volatile(

@@ -11,6 +11,12 @@
 
 namespace weft_dev {
 
+// A shared-memory pointer as the 32-bit address PTX's shared-space operands take (the loader's ring, the bulk x
+// stage of ops_linear.cuh).
+__device__ __forceinline__ unsigned int smem_u32(const void* p) {
+  return static_cast<unsigned int>(__cvta_generic_to_shared(p));
+}
+
 #if WEFT_DEV_LOADER
 constexpr int kLoaderStageBytes = 2048;  // one warp's stage: 32 lanes x 4 units of 16 bytes
 static_assert(WEFT_LOADER_SLOT_BYTES >= WEFT_BLOCK_WARPS * kLoaderStageBytes, "a slot holds one stage per warp");
@@ -30,9 +36,6 @@ static_assert(sizeof(LoaderControl) == WEFT_LOADER_CONTROL_BYTES, "config.cuh si
 __device__ __forceinline__ char* loader_ring(char* smem) { return smem + WEFT_SMEM_BYTES; }
 __device__ __forceinline__ LoaderControl* loader_control(char* smem) {
   return reinterpret_cast<LoaderControl*>(smem + WEFT_SMEM_BYTES + WEFT_LOADER_RING_BYTES);
-}
-__device__ __forceinline__ unsigned int smem_u32(const void* p) {
-  return static_cast<unsigned int>(__cvta_generic_to_shared(p));
 }
 
 // A position in the ring: the slot and the parity of its current use, advanced without divisions.
