@@ -79,35 +79,55 @@ struct AttnSmemPlan {
 // (an 8-way conflict per load). V rows are read a whole row per warp and keep their order.
 __device__ __forceinline__ int attn_k_unit(int r, int u) { return u ^ (r & 7); }
 
+// A team of W warps of the block that attends one tile's kv head: the whole block (W = WEFT_BLOCK_WARPS), or one half
+// of a tile of two kv heads (WEFT_ATTN_PAIR_WARPS). Its warp and thread indices, and a barrier over its threads only:
+// named barriers 2 and 3 (0 is __syncthreads', 1 the weight loader's block_sync).
+template <int W>
+__device__ __forceinline__ int team_warp() {
+  return W == WEFT_BLOCK_WARPS ? warp() : warp() % W;
+}
+template <int W>
+__device__ __forceinline__ int team_tid() {
+  return W == WEFT_BLOCK_WARPS ? tid() : tid() % (W * WEFT_WARP_THREADS);
+}
+template <int W>
+__device__ __forceinline__ void team_sync() {
+  static_assert(W == WEFT_BLOCK_WARPS || 2 * W == WEFT_BLOCK_WARPS, "the block or one half of it");
+  if constexpr (W == WEFT_BLOCK_WARPS) block_sync();
+  else asm volatile("bar.sync %0, %1;" ::"r"(2 + warp() / W), "n"(W * WEFT_WARP_THREADS) : "memory");
+}
+
 // The path takes one (row, kv head) per tile of a 16-bit dtype with head_dim 64 or 128 (attention_smem_fast's
 // instances), every pointer 16-byte aligned (then every row start is). 32-bit arithmetic: a 64-bit division is
 // ~100 instructions, and this runs on the critical path of every layer. `stat` more floats after 1/l: a part of a
-// split tile keeps its max and sum per head there (attention_split.cuh).
+// split tile keeps its max and sum per head there (attention_split.cuh). A tile of two kv heads (`heads` 2) plans
+// kv head `head` of it in that team's `bytes` of shared memory from `smem`, with `warps` warps' partial outputs.
 template <typename T>
 __device__ __forceinline__ AttnSmemPlan attn_smem_plan(const weft_task_args* a, const AttnIo<T>& io, char* smem,
-                                                       int stat = 0) {
+                                                       int stat = 0, int heads = 1, int bytes = WEFT_SMEM_BYTES,
+                                                       int warps = WEFT_BLOCK_WARPS, int head = 0) {
   AttnSmemPlan s{};
   if (sizeof(T) != 2 || io.hq <= 0 || io.hkv <= 0 || io.hq > 4096 || (io.hd != 64 && io.hd != 128)) return s;
   const int hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), hd = static_cast<int>(io.hd);
   if (hq % hkv != 0) return s;
   const int group = hq / hkv;
-  if (a->row1 - a->row0 != 1 || a->col1 - a->col0 != static_cast<i64>(group) * hd || a->col0 % hd != 0) return s;
+  if (a->row1 - a->row0 != 1 || a->col1 - a->col0 != static_cast<i64>(heads) * group * hd || a->col0 % hd != 0) return s;
   if (!aligned16(io.q) || !aligned16(io.kn) || !aligned16(io.vn) || !aligned16(io.kc) || !aligned16(io.vc) ||
       !aligned16(io.o))
     return s;
-  const int fixed = WEFT_ATTN_SMEM_FIXED(hd, group) + stat * 4 + io.reserve;
+  const int fixed = WEFT_ATTN_SMEM_FIXED_W(hd, group, warps) + stat * 4 + io.reserve;
   const int per_t = WEFT_ATTN_SMEM_PER_STEP(hd, group, static_cast<int>(sizeof(T)));
-  if (fixed + per_t > WEFT_SMEM_BYTES) return s;
-  s.cap = (WEFT_SMEM_BYTES - fixed) / per_t;
+  if (fixed + per_t > bytes) return s;
+  s.cap = (bytes - fixed) / per_t;
   s.ok = true;
   s.hd = hd;
   s.group = group;
-  s.kvh = static_cast<int>(a->col0 / hd) / group;
+  s.kvh = static_cast<int>(a->col0 / hd) / group + head;
   s.k = smem + 16;
   s.v = s.k + s.cap * hd * static_cast<int>(sizeof(T));
   s.q = reinterpret_cast<float*>(s.v + s.cap * hd * static_cast<int>(sizeof(T)));
   s.part = s.q + group * hd;
-  s.inv_l = s.part + WEFT_BLOCK_WARPS * group * hd;
+  s.inv_l = s.part + warps * group * hd;
   s.score = s.inv_l + group + stat;
   return s;
 }
@@ -138,10 +158,11 @@ __device__ __forceinline__ i64 attn_clamp_pos(i64 p, i64 s_dim) { return p < 0 ?
 
 // After the wait, position p (clamped) outside the plan's rows: true once the prologue's copies into shared
 // memory have landed (the general path the caller then runs reuses it), having written nothing.
+template <int W = WEFT_BLOCK_WARPS>
 __device__ __forceinline__ bool attn_smem_outside(i64 p, const AttnSmemPlan& s) {
   if (p >= 0 && p <= s.cap - 1) return false;
   cp_async_wait<0>();
-  block_sync();
+  team_sync<W>();
   return true;
 }
 
@@ -149,10 +170,11 @@ __device__ __forceinline__ bool attn_smem_outside(i64 p, const AttnSmemPlan& s) 
 // position, or none; its note of the position is smem's first word).
 template <typename T>
 __device__ __forceinline__ void attn_copy_missing_rows(const AttnSmemPlan& s, const T* kc, const T* vc,
-                                                       const char* smem, i64 base, i64 row_kv, int pi) {
+                                                       const char* smem, i64 base, i64 row_kv, int pi, int th = tid(),
+                                                       int nth = WEFT_BLOCK_THREADS) {
   const int early = *reinterpret_cast<const volatile int*>(smem);
   const int have = early < 0 ? 0 : (early < pi ? early : pi);
-  if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi);
+  if (have < pi) attn_copy_rows<T>(s, kc, vc, base, row_kv, have, pi, 0, th, nth);
 }
 
 // Before the wait: rows [0, p) into smem, p from positions (an input in decode graphs; if the graph computes
@@ -331,19 +353,21 @@ __device__ __forceinline__ void attn_smem_attend(const AttnIo<T>& io, const Attn
 // quarter warp's eight loads on distinct banks). The warp computes its timesteps' scores (one shuffle per head),
 // their max per head (the warp's), exp(score - max) in place, and its part of the weighted sum of V (lane l dims
 // [l*D, l*D + D)) with the exp-sum beside it; after the one barrier each output adds the 8 warps' parts rescaled to
-// their common max, in warp order (deterministic). SPLIT: a part writes its entry as attn_smem_attend's does.
+// their common max, in warp order (deterministic). SPLIT: a part writes its entry as attn_smem_attend's does. W: the
+// warps of the team that attends the tile (team_warp; the whole block, or half of a tile of two kv heads).
 // attn_smem_attend's block-wide phases take three barriers and a shuffle tree per timestep and head (round 31: ~3 us
 // of a ~4.5 us task on the critical path of every layer); these, Qwen3-0.6B 2.2-2.7% per token (docs/perf.md round
 // 39). The warp's max and exp-sum per head go to its first two score slots, its own (16 * 8 <= cap, checked by the
 // caller).
-template <typename T, int D, int G, bool SPLIT = false>
+template <typename T, int D, int G, bool SPLIT = false, int W = WEFT_BLOCK_WARPS>
 __device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi,
                                                        float* entry = nullptr) {
   constexpr int N = Vec<T>::N, HD = 32 * D, UNITS = HD / N, UL = UNITS / 2;  // units per lane
-  constexpr int TPW = WEFT_WARP_THREADS / 2, PASS = TPW * WEFT_BLOCK_WARPS;  // timesteps per warp, per block pass
+  constexpr int TPW = WEFT_WARP_THREADS / 2, PASS = TPW * W;  // timesteps per warp, per team pass
   static_assert(G >= 2 && G <= 8 && N == 8 && (UL == 4 || UL == 8), "16-bit rows of 64 or 128");
   attn_smem_assume_shared(s);
-  const int steps = pi + 1, half = lane() & 1, tl = lane() >> 1, w0 = warp() * TPW;
+  const int tw = team_warp<W>();
+  const int steps = pi + 1, half = lane() & 1, tl = lane() >> 1, w0 = tw * TPW;
   const T* ks = reinterpret_cast<const T*>(s.k);
   const float scale = io.scale;
   // 1. Scores: lane (tl, half) takes units half * UL + ((i + 4 * half) mod UL) of row t, i < UL; the rotation
@@ -417,7 +441,7 @@ __device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, cons
 #pragma unroll
   for (int g = 0; g < G; ++g)
 #pragma unroll
-    for (int k = 0; k < D; ++k) s.part[(warp() * G + g) * HD + lane() * D + k] = acc[g][k];
+    for (int k = 0; k < D; ++k) s.part[(tw * G + g) * HD + lane() * D + k] = acc[g][k];
   __syncwarp();  // every lane has read the weights before lane 0 overwrites the first two
   if (lane() < G) {  // a warp without timesteps: max -inf, sum 0
     float m = mx[0], l = sum[0];
@@ -430,18 +454,18 @@ __device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, cons
     s.score[lane() * s.cap + w0] = m;
     s.score[lane() * s.cap + w0 + 1] = l;
   }
-  block_sync();
-  // 4. Each output from the 8 warps' parts of its head at their common max; a warp without timesteps weighs 0.
+  team_sync<W>();
+  // 4. Each output from the W warps' parts of its head at their common max; a warp without timesteps weighs 0.
   T* o = io.o + (b * io.hkv + s.kvh) * G * HD;
-  for (int i = tid(); i < G * HD; i += WEFT_BLOCK_THREADS) {
+  for (int i = team_tid<W>(); i < G * HD; i += W * WEFT_WARP_THREADS) {
     const int g = i / HD, d = i - g * HD;
     const float* st = s.score + g * s.cap;
     float m = neg_inf();
 #pragma unroll
-    for (int w = 0; w < WEFT_BLOCK_WARPS; ++w) m = nan_max(m, st[w * TPW]);
+    for (int w = 0; w < W; ++w) m = nan_max(m, st[w * TPW]);
     float num = 0.0f, den = 0.0f;
 #pragma unroll
-    for (int w = 0; w < WEFT_BLOCK_WARPS; ++w) {
+    for (int w = 0; w < W; ++w) {
       const float f = expf(st[w * TPW] - m);
       num = fmaf(f, s.part[(w * G + g) * HD + d], num);
       den = fmaf(f, st[w * TPW + 1], den);
@@ -459,11 +483,17 @@ __device__ __forceinline__ void attn_smem_attend_warps(const AttnIo<T>& io, cons
 }
 
 // The phases of a tile or split part: warp by warp where the group is the instance's G (2, 4 or 8), else (and under
-// WEFT_TUNE_ATTN_BLOCK_PHASES, for measurements) block-wide.
-template <typename T, int D, int G, bool SPLIT = false>
+// WEFT_TUNE_ATTN_BLOCK_PHASES, for measurements) block-wide. A team of half the block (W) takes only the first: its
+// caller checked the group and that the plan holds a pass of its warps.
+template <typename T, int D, int G, bool SPLIT = false, int W = WEFT_BLOCK_WARPS>
 __device__ __forceinline__ void attn_smem_attend_any(const AttnIo<T>& io, const AttnSmemPlan& s, i64 b, int pi,
                                                      bool block_phases, float* entry = nullptr) {
-  if constexpr (G >= 2) {
+  if constexpr (W != WEFT_BLOCK_WARPS) {
+    static_assert(G >= 2 && !SPLIT, "a team of half the block attends one unsplit tile of 2, 4 or 8 q heads");
+    asm volatile("// weft: attn_smem_attend_warps");  // for tests/device/check_attention_ptx.sh, as below
+    attn_smem_attend_warps<T, D, G, false, W>(io, s, b, pi);
+    return;
+  } else if constexpr (G >= 2) {
     if (s.group == G && s.cap >= WEFT_BLOCK_WARPS * WEFT_WARP_THREADS / 2 && !block_phases) {
       // A PTX comment, no instruction: tests/device/check_attention_ptx.sh looks for it in every unsplit instance of
       // groups 2, 4 and 8, so that CI (no GPU) notices if NVVM drops this path as it once dropped another (round

@@ -168,8 +168,17 @@ static inline WEFT_HOST_DEVICE long long weft_mma_split_parts(long long smem, lo
 // The shared-memory attention path's plan (attention_smem.cuh, attn_smem_plan): bytes it takes whatever the
 // timesteps (besides the op's staging), and bytes per timestep. Lowering splits a tile only where the cache holds
 // more timesteps than fit.
-#define WEFT_ATTN_SMEM_FIXED(hd, group) (16 + (group) * (hd) * 4 * (1 + WEFT_BLOCK_WARPS) + (group) * 12)
+#define WEFT_ATTN_SMEM_FIXED(hd, group) WEFT_ATTN_SMEM_FIXED_W(hd, group, WEFT_BLOCK_WARPS)
+// The same for a team of `warps` warps (a tile of two kv heads attends one per half of the block: each half's plan
+// keeps its warps' partial outputs only).
+#define WEFT_ATTN_SMEM_FIXED_W(hd, group, warps) (16 + (group) * (hd) * 4 * (1 + (warps)) + (group) * 12)
 #define WEFT_ATTN_SMEM_PER_STEP(hd, group, esize) (2 * (hd) * (esize) + (group) * 4)
+
+// attention_decode_qkv tiles of two kv heads (lowering: attention_pairs; i3 = 2): warps [0, 4) attend the first kv
+// head and warps [4, 8) the second, each team in its own half of the shared memory (smem bytes / 2, 16-aligned), as
+// two tiles side by side. Where tiles outnumber the SMs a block then runs two latency-bound tiles at once.
+#define WEFT_ATTN_PAIR_WARPS (WEFT_BLOCK_WARPS / 2)
+#define WEFT_ATTN_PAIR_BYTES(smem) (((smem) / 2) & ~15)
 
 // d[] index that holds C, the column count of the output's 2-D view, for ops whose d[] layout in task_abi.h
 // has no C (silu, gelu, cast, reshape, softmax, reduce, slice, concat). 0 there means "the tile spans whole

@@ -22,14 +22,15 @@ struct QkvStage {
   int bytes;
 };
 
+// `bytes`: the shared memory the tile's team has from smem (half of it in a tile of two kv heads).
 template <typename T>
-__device__ __forceinline__ QkvStage<T> qkv_stage(const weft_task_args* a, char* smem) {
+__device__ __forceinline__ QkvStage<T> qkv_stage(const weft_task_args* a, char* smem, int bytes = WEFT_SMEM_BYTES) {
   const int hd = static_cast<int>(a->d[2]), group = static_cast<int>(a->d[0] / a->d[1]);
   constexpr int esize = static_cast<int>(sizeof(T));
   const int tab = WEFT_ROUND16(hd / 2 * 4), qb = WEFT_ROUND16(group * hd * esize), hb = WEFT_ROUND16(hd * esize);
   QkvStage<T> st;
   st.bytes = WEFT_QKV_STAGE_BYTES(hd, group, esize);
-  char* base = smem + WEFT_SMEM_BYTES - st.bytes;
+  char* base = smem + bytes - st.bytes;
   st.cs = reinterpret_cast<float*>(base);
   st.sn = reinterpret_cast<float*>(base + tab);
   st.pos_used = reinterpret_cast<long long*>(base + 2 * tab);
@@ -59,9 +60,9 @@ struct QkvRunRecord {
 // meanwhile (attention_qkv_whole_prologue, prefetch.cuh).
 constexpr int kQkvNoteThread = WEFT_WARP_THREADS;
 template <typename T>
-__device__ __forceinline__ QkvRunRecord<T>* qkv_run_record(char* smem) {
+__device__ __forceinline__ QkvRunRecord<T>* qkv_run_record(char* smem, int bytes = WEFT_SMEM_BYTES) {
   static_assert(sizeof(QkvRunRecord<T>) <= WEFT_ATTN_RUN_RECORD_BYTES, "the record fits its bytes");
-  return reinterpret_cast<QkvRunRecord<T>*>(smem + WEFT_SMEM_BYTES - WEFT_ATTN_RUN_RECORD_BYTES);
+  return reinterpret_cast<QkvRunRecord<T>*>(smem + bytes - WEFT_ATTN_RUN_RECORD_BYTES);
 }
 
 template <typename T>
@@ -117,9 +118,10 @@ __device__ __forceinline__ QkvRunRecord<T> qkv_plan(const weft_task_args* a, con
 // wait came between the prologue that wrote it and the run (its barrier shows the record to every thread;
 // WEFT_TUNE_LATE_PREFETCH's prologue runs after the wait, with no barrier before the run).
 template <typename T>
-__device__ __forceinline__ bool qkv_run_planned(const weft_task_args* a, const weft_env* env, char* smem) {
+__device__ __forceinline__ bool qkv_run_planned(const weft_task_args* a, const weft_env* env, char* smem,
+                                                int bytes = WEFT_SMEM_BYTES) {
   return !(env->tuning & WEFT_TUNE_LATE_PREFETCH) && task_of(a)->wait_count > 0 &&
-         qkv_run_record<T>(smem)->task == env->task_index;
+         qkv_run_record<T>(smem, bytes)->task == env->task_index;
 }
 
 // cos / sin of every pair index at position p, exactly as rope_impl computes them, by threads t of nt (thread 0 notes
@@ -239,12 +241,16 @@ __device__ __forceinline__ const T* qkv_fused_head(const T* qkv, const T* wq, co
 // loaded with the heads into the registers of the lanes that rotate by them, instead of the table the prologue
 // builds in shared memory: no chain of double math in the task's set-up (~2 us of every attention task's, on the
 // critical path at batch 8 and 32, docs/perf.md round 35). Without it the code is as it was, for batch 1.
-template <typename T, int D, int G, bool SPLIT = false, bool TABLE = false>
+// W (TABLE only): the warps of the team that runs the tile's kv head (team_warp: the block, or half of a tile of two
+// kv heads, whose `smem` is then the team's half and s its plan there).
+template <typename T, int D, int G, bool SPLIT = false, bool TABLE = false, int W = WEFT_BLOCK_WARPS>
 __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, const QkvStage<T>& st, const AttnIo<T>& io,
                                                    const AttnSmemPlan& s, char* smem, const T* qkv, const T* wq,
                                                    const T* wk, const AttnSplit& sp = AttnSplit{}, int whole_cap = 0,
                                                    const float* rope = nullptr, bool block_phases = false) {
   static_assert(!(SPLIT && TABLE), "split parts build their table");
+  static_assert(W == WEFT_BLOCK_WARPS || TABLE, "a team of half the block takes its rope from the table");
+  const int tw = team_warp<W>();
   constexpr int HD = 32 * D;
   attn_smem_assume_shared(s);
   const int group = s.group, hq = static_cast<int>(io.hq), hkv = static_cast<int>(io.hkv), kvh = s.kvh;
@@ -252,7 +258,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
   const T* w = nullptr;
   T xr[D], wr[D];
   const i64 pg = load_int(io.pos, io.pos_dtype, b);
-  if (warp() < group + 2) w = qkv_fused_head<T, D>(qkv, wq, wk, warp(), group, hq, hkv, kvh, xr, wr);
+  if (tw < group + 2) w = qkv_fused_head<T, D>(qkv, wq, wk, tw, group, hq, hkv, kvh, xr, wr);
   // TABLE: cos / sin for register k, of pair lane + 32 k (half style, k < D / 2) or (lane + 32 k) / 2 (interleaved).
   float rc[D], rs[D];
   if constexpr (TABLE) {
@@ -263,7 +269,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
       rs[k] = rope[HD / 2 + i];
     }
   }
-  block_sync();  // the prologue's rope table and note of its position are visible
+  team_sync<W>();  // the prologue's rope table and note of its position are visible
   const i64 p = attn_clamp_pos(pg, io.s_dim);
   AttnPart r{};
   if constexpr (SPLIT) {
@@ -278,7 +284,7 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
       return false;
     }
   } else {
-    if (attn_smem_outside(p, s)) return false;
+    if (attn_smem_outside<W>(p, s)) return false;
   }
   const int pi = static_cast<int>(p);
   // The prologue read another position (one the graph computes) or none (a split part without timesteps needs none).
@@ -294,12 +300,12 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
     own = pi - r.t0;
     heads = r.steps == 0 ? 0 : own < r.steps ? group + 2 : group;  // k and v by the part that holds p
   } else {
-    attn_copy_missing_rows<T>(s, io.kc, io.vc, smem, base, row_kv, pi);
+    attn_copy_missing_rows<T>(s, io.kc, io.vc, smem, base, row_kv, pi, team_tid<W>(), W * WEFT_WARP_THREADS);
   }
   const float eps = a->f[1];
   const bool interleaved = a->i[2] == 1;
-  for (int h = warp(); h < heads; h += WEFT_BLOCK_WARPS) {  // uniform per warp
-    if (h != warp()) w = qkv_fused_head<T, D>(qkv, wq, wk, h, group, hq, hkv, kvh, xr, wr);
+  for (int h = tw; h < heads; h += W) {  // uniform per warp
+    if (h != tw) w = qkv_fused_head<T, D>(qkv, wq, wk, h, group, hq, hkv, kvh, xr, wr);
     T out[D];
     if (h == group + 1) {  // v: as it is
 #pragma unroll
@@ -355,13 +361,13 @@ __device__ __forceinline__ bool attention_qkv_smem(const weft_task_args* a, cons
     }
   }
   cp_async_wait<0>();
-  block_sync();
+  team_sync<W>();
   if constexpr (SPLIT) {
     if (r.steps > 0)
       attn_smem_attend_any<T, D, G, true>(io, s, b, r.steps - 1, block_phases, sp.block + sp.part * (2 * group * HD));
     attn_split_merge<T, HD>(io, sp, r, group, kvh, b, pi);
   } else {
-    attn_smem_attend_any<T, D, G>(io, s, b, pi, block_phases);
+    attn_smem_attend_any<T, D, G, false, W>(io, s, b, pi, block_phases);
   }
   return true;
 }
@@ -402,6 +408,45 @@ struct AttnQkvTableInstance {
   }
 };
 
+// A tile of two kv heads (a->i[3] == 2; lowering: attention_pairs): team t of WEFT_ATTN_PAIR_WARPS warps runs kv head t
+// of it through the shared-memory path, in its half of shared memory, as an unsplit tile of its own with a rope
+// table operand would run on the whole block. Where tiles outnumber the SMs (batch 32: 256 tiles of one (row, kv
+// head) on 132 SMs) the second wave's tiles waited for the first's to end, each a chain of latency-bound phases;
+// paired, a block runs two of them side by side.
+constexpr int kQkvPairBytes = WEFT_ATTN_PAIR_BYTES(WEFT_SMEM_BYTES);
+__device__ __forceinline__ int qkv_pair_team() { return warp() / WEFT_ATTN_PAIR_WARPS; }
+
+// The plan of the calling team's kv head in its half of shared memory (`region`).
+template <typename T>
+__device__ __forceinline__ QkvRunRecord<T> qkv_pair_plan(const weft_task_args* a, const weft_env* env, char* region,
+                                                         int team) {
+  const QkvStage<T> st = qkv_stage<T>(a, region, kQkvPairBytes);
+  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  return qkv_plan<T>(a, env, st, io, attn_smem_plan<T>(a, io, region, 0, 2, kQkvPairBytes, WEFT_ATTN_PAIR_WARPS, team));
+}
+
+// After the wait, both teams: false (in both, having written nothing) where the tile does not take the path — the
+// plan does not fit, or the position lies past what a half holds (attention_decode_qkv_pair then runs it otherwise).
+template <typename T, int D, int G>
+__device__ __noinline__ bool attention_qkv_pair_instance(const weft_task_args* a, const weft_env* env, char* smem) {
+  const int team = qkv_pair_team();
+  char* region = smem + team * kQkvPairBytes;
+  const QkvRunRecord<T> p = qkv_run_planned<T>(a, env, region, kQkvPairBytes) ? *qkv_run_record<T>(region, kQkvPairBytes)
+                                                                              : qkv_pair_plan<T>(a, env, region, team);
+  if (!p.s.ok || p.s.hd != 32 * D || p.s.group != G || p.s.cap < WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS / 2 ||
+      a->d[13] < 0)
+    return false;
+  return attention_qkv_smem<T, D, G, false, true, WEFT_ATTN_PAIR_WARPS>(a, p.st, p.io, p.s, region, p.qkv, p.wq, p.wk,
+                                                                       AttnSplit{}, 0, qkv_rope_row(a, env));
+}
+struct AttnQkvPairInstance {
+  template <typename T, int D, int G>
+  __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
+    if constexpr (G < 2) return false;  // the per-warp phases need 2, 4 or 8 q heads (lowering pairs no other group)
+    else return attention_qkv_pair_instance<T, D, G>(a, env, smem);
+  }
+};
+
 // A part of a split tile (attention_split.cuh), set up from its arguments: attention_qkv_smem<..., true>.
 template <typename T, int D, int G>
 __device__ __noinline__ bool attention_qkv_split_instance(const weft_task_args* a, const weft_env* env, char* smem) {
@@ -429,6 +474,33 @@ __device__ __noinline__ void attention_decode_qkv_general(const weft_task_args* 
   qkv_stage_inputs<T>(a, env, st);
   io.pos_staged = st.pos_used;  // the position the staging used: no second read of positions
   attention_general<T>(a, env, io, smem);
+}
+
+// A tile of two kv heads (attention_qkv_pair_instance). Where the pair's path does not take it (a position past what
+// half of shared memory holds), the whole block runs its kv heads one after the other as tiles of one, each through
+// the unsplit shared-memory path or the general one, its rows copied after the wait (the pair's prologue noted none
+// for that path and prefetched them into L2).
+template <typename T>
+__device__ __noinline__ void attention_decode_qkv_pair(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 ||
+      a->col1 <= a->col0 || a->d[9] > 1)
+    return;
+  if (attn_smem_run<T, AttnQkvPairInstance>(a, env, smem)) return;
+  cp_async_wait<0>();  // the pair prologue's copies, if any, have landed before the block reuses shared memory
+  weft_task task = *task_of(a);  // a whole task: the paths read its waits (task_of)
+  weft_task_args& one = task.args;
+  one.i[3] = 1;
+  const i64 width = (a->col1 - a->col0) / 2;
+  for (int k = 0; k < 2; ++k) {
+    block_sync();  // both teams, or the previous kv head, are done with shared memory
+    if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;  // no K/V rows in shared memory yet
+    if (tid() == kQkvNoteThread) qkv_run_record<T>(smem)->task = -1;  // no plan: the path makes its own
+    if (tid() == 2 * WEFT_WARP_THREADS) *qkv_stage<T>(a, smem).pos_used = kRopeNotBuilt;  // no rope table built
+    block_sync();
+    one.col0 = a->col0 + k * width;
+    one.col1 = one.col0 + width;
+    if (!attn_smem_run<T, AttnQkvTableInstance>(&one, env, smem)) attention_decode_qkv_general<T>(&one, env, smem);
+  }
 }
 
 // A split tile (attention_split.cuh): part 0 tries the unsplit path first (whole mode), then every part its part of
@@ -473,6 +545,10 @@ __device__ __noinline__ void attention_decode_qkv_split(const weft_task_args* a,
 // an unsplit tile (the unsplit instance declines, having written nothing, a position that does not fit after all).
 template <typename T>
 __device__ __noinline__ void attention_decode_qkv_impl(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (a->i[3] == 2) {  // a tile of two kv heads: its own records, in the halves of shared memory
+    attention_decode_qkv_pair<T>(a, env, smem);
+    return;
+  }
   // Where the prologue planned the shared-memory path (attention_qkv_whole_prologue; the loop's wait was the barrier
   // that shows the record), straight there: no checks or notes to read again. A position that no longer fits falls
   // through.

@@ -132,9 +132,50 @@ __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, c
   prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
 }
 
+// Before the wait, a tile of two kv heads (attention_qkv_pair_instance): each team notes its kv head's rows and plan
+// in its half of shared memory and copies the rows there (its first warp writes the note and the record and
+// requests the norm weights into L2, the other three copy); where the pair's path does not take the tile (the same
+// in both teams) the block prefetches both heads' rows into L2 for the run's fallback instead.
+template <typename T>
+__device__ __noinline__ void attention_qkv_pair_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  const int team = qkv_pair_team(), tw = team_warp<WEFT_ATTN_PAIR_WARPS>();
+  char* region = smem + team * kQkvPairBytes;
+  if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) {
+    if (tw == 0 && lane() == 0) qkv_run_record<T>(region, kQkvPairBytes)->task = -1;
+    return;
+  }
+  const QkvStage<T> st = qkv_stage<T>(a, region, kQkvPairBytes);
+  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  const AttnSmemPlan s = attn_smem_plan<T>(a, io, region, 0, 2, kQkvPairBytes, WEFT_ATTN_PAIR_WARPS, team);
+  const i64 p = attn_clamp_pos(load_int(io.pos, io.pos_dtype, a->row0), io.s_dim);
+  const bool whole = s.ok && p >= 0 && p <= s.cap - 1;
+  if (tw == 0) {
+    if (lane() == 0) {
+      *reinterpret_cast<int*>(region) = whole ? static_cast<int>(p) : -1;
+      if (whole) *qkv_run_record<T>(region, kQkvPairBytes) = qkv_plan<T>(a, env, st, io, s);
+      else qkv_run_record<T>(region, kQkvPairBytes)->task = -1;
+    }
+    if (team == 0) {
+      const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
+      prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes, lane(), WEFT_WARP_THREADS);
+      prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes, lane(), WEFT_WARP_THREADS);
+    }
+  } else if (whole) {
+    constexpr int kFirst = WEFT_WARP_THREADS, kTeam = WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS;
+    const i64 row_kv = io.hkv * s.hd;
+    attn_copy_rows<T>(s, io.kc, io.vc, a->row0 * io.s_dim * row_kv + s.kvh * s.hd, row_kv, 0, static_cast<int>(p), 0,
+                      team_tid<WEFT_ATTN_PAIR_WARPS>() - kFirst, kTeam - kFirst);
+  }
+  if (!whole) attention_prefetch<T>(a, io);
+}
+
 // Before the wait: the rope table, the K/V rows (shared-memory path) or their L2 prefetch, the norm weights.
 template <typename T>
 __device__ __noinline__ void attention_qkv_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
+  if (a->i[3] == 2) {  // a tile of two kv heads: its records lie in the halves of shared memory
+    attention_qkv_pair_prologue<T>(a, env, smem);
+    return;
+  }
   if (tid() == kQkvNoteThread) qkv_run_record<T>(smem)->task = -1;  // no plan for the run, unless noted below
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) return;
   if (a->d[9] > 1) {

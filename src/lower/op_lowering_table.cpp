@@ -360,14 +360,15 @@ void rope_double_args(const LowerCtx& c, weft_task_args& a) {
   a.i[1] = scaling == "linear" ? 1 : scaling == "llama3" ? 2 : 0;
 }
 
-// attention_decode_qkv: attention_decode's tiles; a task reads its q heads, k head and v head of qkv.
+// attention_decode_qkv: attention_decode's tiles (or pairs of them, attention_pairs); a task reads its q heads, k
+// heads and v heads of qkv.
 std::vector<Region> attention_qkv_reads(const LowerCtx& c, size_t k, const Region& t) {
   const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
-  const int64_t group = hq / hkv, kvh = t.col0 / (group * hd);
+  const int64_t group = hq / hkv, kv0 = t.col0 / (group * hd), kv1 = t.col1 / (group * hd);
   switch (k) {
     case 0:
-      return {Region{t.row0, t.row1, t.col0, t.col1}, Region{t.row0, t.row1, (hq + kvh) * hd, (hq + kvh + 1) * hd},
-              Region{t.row0, t.row1, (hq + hkv + kvh) * hd, (hq + hkv + kvh + 1) * hd}};
+      return {Region{t.row0, t.row1, t.col0, t.col1}, Region{t.row0, t.row1, (hq + kv0) * hd, (hq + kv1) * hd},
+              Region{t.row0, t.row1, (hq + hkv + kv0) * hd, (hq + hkv + kv1) * hd}};
     case 3: return per_row(c, k, t);
     case 4:
     case 5: return {Region{0, 1, 0, hd}};
@@ -392,8 +393,28 @@ int64_t attention_parts(const LowerCtx& c, int64_t tiles) {
   while (ceil_div(s_dim, p) > cap && p * 2 <= most && tiles * p * 2 <= c.spread_sms()) p *= 2;
   return p;
 }
+// Tiles of two kv heads (the device's pair path: a team of half the block attends each, in its half of shared
+// memory) where tiles of one outnumber the SMs: a second wave of latency-bound tiles, each waiting for the one before
+// it on its block, would otherwise follow the first (batch 32 of Llama-3.2-1B: 256 tiles on 132 SMs; docs/perf.md
+// round 53). Only what that path takes: an even number of kv heads, 2, 4 or 8 q heads per kv head, a 16-bit dtype,
+// head_dim 64 or 128, a rope table operand, and a pass of the team's warps in half the ops' shared memory.
+// Positions past what a half holds still run, the kv heads one after the other (attention_decode_qkv_pair).
+bool attention_pairs(const LowerCtx& c) {
+  if (!c.options().attention_pairs || !c.has(6)) return false;
+  const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
+  if (hkv <= 0 || hq % hkv != 0 || hkv % 2 != 0) return false;
+  const int64_t group = hq / hkv;
+  if (group != 2 && group != 4 && group != 8) return false;
+  if (c.out_view().rows * hkv <= c.spread_sms()) return false;
+  return attention_pair_timesteps(hd, group, c.out_dtype(), c.options().ops_smem_bytes) >=
+         WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS / 2;
+}
 TileGrid attention_qkv_grid(const LowerCtx& c) {
   TileGrid g = attention_grid(c);
+  if (attention_pairs(c)) {
+    g.col_tile *= 2;
+    return g;
+  }
   g.k_parts = attention_parts(c, g.count());
   return g;
 }
@@ -416,6 +437,7 @@ void attention_qkv_args(const LowerCtx& c, weft_task_args& a) {
   a.i[2] = c.attr_str("style") == "interleaved" ? 1 : 0;
   // The rope table's slot (a tensor's slot is its id), past in[]'s six operands.
   a.d[13] = c.has(6) ? c.node().inputs[6] : -1;
+  if (attention_pairs(c)) a.i[3] = 2;  // tiles of two kv heads (attention_qkv_grid)
 }
 
 // rope_table: whole rows, as many per task as give its threads one pair each (a decode step's rows in a few tasks).
@@ -600,10 +622,20 @@ std::vector<Region> flat_range_regions(const View2D& v, int64_t e0, int64_t e1) 
   return r;
 }
 
-int64_t attention_whole_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes) {
+namespace {
+// Timesteps the shared-memory path's plan holds in `bytes` with `warps` warps' partial outputs (attn_smem_plan).
+int64_t attention_plan_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t bytes, int64_t warps) {
   if ((dtype != DType::bf16 && dtype != DType::f16) || (head_dim != 64 && head_dim != 128) || group < 1) return 0;
-  const int64_t room = ops_smem_bytes - WEFT_ATTN_SMEM_FIXED(head_dim, group) - WEFT_QKV_STAGE_BYTES(head_dim, group, int64_t{2});
+  const int64_t room = bytes - WEFT_ATTN_SMEM_FIXED_W(head_dim, group, warps) - WEFT_QKV_STAGE_BYTES(head_dim, group, int64_t{2});
   return std::max<int64_t>(0, room / WEFT_ATTN_SMEM_PER_STEP(head_dim, group, int64_t{2}));
+}
+}  // namespace
+
+int64_t attention_whole_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes) {
+  return attention_plan_timesteps(head_dim, group, dtype, ops_smem_bytes, WEFT_BLOCK_WARPS);
+}
+int64_t attention_pair_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes) {
+  return attention_plan_timesteps(head_dim, group, dtype, WEFT_ATTN_PAIR_BYTES(ops_smem_bytes), WEFT_ATTN_PAIR_WARPS);
 }
 
 int64_t mma_x_chunks(const TaskGraph& tg, int32_t smem_bytes) {

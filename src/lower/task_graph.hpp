@@ -132,6 +132,9 @@ struct LowerOptions {
   // (every SM reads the whole of x from L2 at once after the wait) for one more round trip through the partials:
   // slower at every setting measured (docs/perf.md round 51), so only $WEFT_SPLIT_K_PARTS raises it.
   int32_t split_k_parts = 1;
+  // attention_decode_qkv tiles of two kv heads where tiles of one outnumber the SMs (attention_pairs in
+  // op_lowering_table.cpp); off: one kv head per tile, as before ($WEFT_ATTENTION_PAIRS=0, for measuring).
+  bool attention_pairs = true;
 };
 
 // Cuts every op of `g` into tasks for the concrete symbol values `symbols`, with an event for every tile and
@@ -144,7 +147,8 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
 // per tile — fewer row blocks, each weight streamed fewer times — or fewer x chunks (mma_x_chunks). Where it
 // changes neither the base size is kept: its larger L1 holds the task loop's spills.
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
-                           int32_t attention_split = WEFT_ATTN_MAX_SPLIT, int32_t split_k_parts = 1);
+                           int32_t attention_split = WEFT_ATTN_MAX_SPLIT, int32_t split_k_parts = 1,
+                           bool attention_pairs = true);
 
 // The weight loader (WEFT_DEVLIB_LOADER, device/weight_loader.cuh) for a kernel lowered for compute capability
 // `sm`: whether it may link the loader's library — sm_90 or later, the CUDA-core library with bf16 one-row tiles
@@ -160,6 +164,8 @@ TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, i
 // unsplit. 0 where the path takes no tile of this head_dim, q heads per kv head (`group`) and dtype. A cache longer
 // than this splits each tile over its timesteps (up to LowerOptions::attention_split parts).
 int64_t attention_whole_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
+// The same for each kv head of a tile of two (LowerOptions::attention_pairs): what half of that shared memory holds.
+int64_t attention_pair_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
 
 // After every wait is known (lowering + memory plan): drops events nobody waits on, renumbers, and sets each
 // task's notifies (its row-block event and its tile event, where kept).

@@ -145,6 +145,14 @@ int32_t attention_split_limit() {
 // no tile whole).
 int32_t split_k_parts_floor() { return env_count("WEFT_SPLIT_K_PARTS", 1, WEFT_MMA_MAX_SPLIT, true); }
 
+bool attention_pairs_enabled() {
+  const char* env = std::getenv("WEFT_ATTENTION_PAIRS");
+  if (env == nullptr || *env == '\0') return true;
+  const std::string v(env);
+  if (v != "0" && v != "1") fail(Status::invalid_argument, "WEFT_ATTENTION_PAIRS='" + v + "': expected 0 or 1");
+  return v == "1";
+}
+
 // $WEFT_WEIGHT_LOADER=1: kernels that may take the weight loader's library (weight_loader_applies) link it. Off by
 // default while it is measured against the per-warp streams (docs/perf.md round 42).
 bool weight_loader_requested() {
@@ -169,6 +177,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                                        ": expected 0 (the default) or a whole number from 1 to " + std::to_string(WEFT_ATTN_MAX_SPLIT));
   const int32_t attention_split = request.attention_split > 0 ? request.attention_split : attention_split_limit();
   const int32_t split_k_parts = split_k_parts_floor();
+  const bool attention_pairs = attention_pairs_enabled();
   const bool want_loader = weight_loader_requested();
   const bool want_tagged = tagged_handoffs_requested();
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
@@ -177,6 +186,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                                    ";lineinfo=" + (copts.line_info ? "1" : "0") +
                                    ";attn_split=" + std::to_string(attention_split) +
                                    ";split_k=" + std::to_string(split_k_parts) +
+                                   ";attn_pairs=" + (attention_pairs ? "1" : "0") +
                                    ";loader=" + (want_loader ? "1" : "0") +
                                    ";tagged=" + (want_tagged ? "1" : "0") +
                                    ";codegen=" + codegen_version();
@@ -194,7 +204,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   }
 
   bool wide = false;
-  TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split, split_k_parts);
+  TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split, split_k_parts, attention_pairs);
   bool loader = false;
   // The loader's kernel entry takes at most WEFT_LOADER_ENTRY_SLOTS tensors (config.cuh).
   if (want_loader && g.tensors().size() <= WEFT_LOADER_ENTRY_SLOTS && weight_loader_applies(tg, sm)) {

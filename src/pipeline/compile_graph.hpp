@@ -66,6 +66,9 @@ int32_t attention_split_limit();
 // (LowerOptions::split_k_parts). Throws weft::Error (Status::invalid_argument) for a value that is not a power of two
 // from 1 to WEFT_MMA_MAX_SPLIT.
 int32_t split_k_parts_floor();
+// $WEFT_ATTENTION_PAIRS: 0 keeps one kv head per attention tile where tiles outnumber the SMs, 1 (or unset) pairs
+// them (LowerOptions::attention_pairs). Throws weft::Error (Status::invalid_argument) for another value.
+bool attention_pairs_enabled();
 
 // `cache` may be null (no caching).
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache);

@@ -2,9 +2,10 @@
 # Every instance of the shared-memory attention path keeps its phases in the device library. NVVM has deleted that
 # path whole (attention skipped, wrong tokens, no error) under attn_smem_assume_shared's
 # __builtin_assume(__isShared(...)) after changes that looked harmless (docs/perf.md, round 23), and only the GPU
-# tests noticed; CI has no GPU. So: src/device compiled to PTX (the CUDA-core library of ARCH), and each of the 64
+# tests noticed; CI has no GPU. So: src/device compiled to PTX (the CUDA-core library of ARCH), and each of the 76
 # instances (attention_qkv_smem_instance without and with a rope table operand, attention_smem_fast_instance and the
-# split-KV parts' attention_qkv_split_instance; bf16 and f16; head_dim 64 / 128; groups of 1, 2, 4, 8) must still
+# split-KV parts' attention_qkv_split_instance; bf16 and f16; head_dim 64 / 128; groups of 1, 2, 4, 8; and the
+# tiles of two kv heads' attention_qkv_pair_instance, groups 2, 4, 8) must still
 # hold the softmax's exp (ex2), the dot products' shuffles, barriers and its stores, and every unsplit instance of
 # groups 2, 4 and 8 the per-warp phases (attn_smem_attend_warps, which leaves a PTX comment for this check).
 # usage: check_attention_ptx.sh NVCC DEVICE_DIR ARCH OUT_DIR
@@ -18,7 +19,7 @@ ptx="$out/attention_check_$arch.ptx"
 awk '
   /^\.(weak|visible|extern)? *\.func|^\.func/ {
     name = ""
-    if (match($0, /_Z[A-Za-z0-9_]*(attention_qkv_smem_instance|attention_smem_fast_instance|attention_qkv_split_instance)[A-Za-z0-9_]*/))
+    if (match($0, /_Z[A-Za-z0-9_]*(attention_qkv_smem_instance|attention_smem_fast_instance|attention_qkv_split_instance|attention_qkv_pair_instance)[A-Za-z0-9_]*/))
       name = substr($0, RSTART, RLENGTH)
     body = 0; ex2 = 0; shfl = 0; bar = 0; st = 0; warps = 0
     next
@@ -37,8 +38,8 @@ awk '
 status=0
 per_warp=0
 count=$(wc -l < "$out/attention_check_$arch.txt")
-if [ "$count" -ne 64 ]; then
-  echo "expected 64 attention instances in the PTX ($ptx), found $count:"; cat "$out/attention_check_$arch.txt"
+if [ "$count" -ne 76 ]; then
+  echo "expected 76 attention instances in the PTX ($ptx), found $count:"; cat "$out/attention_check_$arch.txt"
   status=1
 fi
 while read -r name ex2 shfl bar st warps; do
@@ -58,5 +59,5 @@ while read -r name ex2 shfl bar st warps; do
     fi
   fi
 done < "$out/attention_check_$arch.txt"
-[ $status -eq 0 ] && echo "64 attention instances keep their phases, $per_warp of them the per-warp ones ($arch)"
+[ $status -eq 0 ] && echo "76 attention instances keep their phases, $per_warp of them the per-warp ones ($arch)"
 exit $status

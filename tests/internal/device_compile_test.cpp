@@ -465,6 +465,23 @@ TEST(DeviceCompile, SplitKPartsEnterTheKey) {
                      "expected a power of two from 1 to " + std::to_string(WEFT_MMA_MAX_SPLIT));
 }
 
+// $WEFT_ATTENTION_PAIRS=0 keeps one kv head per attention tile where lowering would pair two (LowerOptions::
+// attention_pairs): it changes the tables, so it enters the cache key; a value other than 0 or 1 is an
+// invalid_argument naming the variable, before anything compiles.
+TEST(DeviceCompile, AttentionPairsEnterTheKey) {
+  ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
+  TempKernelCache tmp("weft-attn-pairs");
+  ASSERT_NE(tmp.kc, nullptr);
+  cache::KernelCache& kc = *tmp.kc;
+  const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
+  CompileRequest req;
+  req.symbols = SymbolValues(g.symbols().size(), 8);
+  std::optional<ScopedEnv> pairs;
+  std::string unset_key;
+  expect_env_enters_key(g, req, kc, "WEFT_ATTENTION_PAIRS", "0", pairs, unset_key);
+  expect_env_refused(g, req, kc, "WEFT_ATTENTION_PAIRS", {"2", "x", "01", "-1"}, "expected 0 or 1");
+}
+
 // $WEFT_ATTENTION_SPLIT caps the parts of a split attention tile: it changes the tables, so it enters the cache
 // key (the same graph compiles again under another value, and hits under its own); a value outside 1..8 is an
 // invalid_argument naming the variable and the range, before anything compiles.

@@ -284,35 +284,42 @@ TEST(GpuOps, HalfPrecisionAttentionMatchesTheReference) {
   }
 }
 
-// attention_decode_qkv rotating by a rope_table op's table (a decode step's form: ROPE_TABLE once, each attention
-// task loading its row after the wait instead of building it before), against the reference: Llama-3.2-1B's heads
-// (llama3 scaling, no head norms) and Qwen3's (head norms, head_dim 128), unsplit over 300 timesteps (random positions
+// attention_decode_qkv rotating by a rope_table op's table over `rows` rows and a cache of `s` timesteps: Llama-3.2-1B's
+// heads (llama3 scaling, no head norms) or Qwen3's (head norms, head_dim 128).
+Graph rope_table_attention_graph(DType dt, bool qwen, int64_t rows, int64_t s) {
+  const int64_t hq = qwen ? 16 : 32, hkv = 8, hd = qwen ? 128 : 64;
+  nlohmann::json rope = {{"head_dim", hd}, {"theta", qwen ? 1000000.0 : 500000.0}};
+  if (!qwen) rope.update({{"scaling", "llama3"}, {"factor", 32.0}, {"original_max_position", 8192}});
+  Graph g("rope_table_attention");
+  auto shape = [](std::initializer_list<int64_t> dims) {
+    Shape sh;
+    for (int64_t d : dims) sh.push_back(Dim::fixed(d));
+    return sh;
+  };
+  const TensorId qkv = g.add_tensor(TensorKind::input, "qkv", dt, shape({rows, (hq + 2 * hkv) * hd}));
+  const TensorId kc = g.add_tensor(TensorKind::state, "k_cache", dt, shape({rows, s, hkv, hd}));
+  const TensorId vc = g.add_tensor(TensorKind::state, "v_cache", dt, shape({rows, s, hkv, hd}));
+  const TensorId pos = g.add_tensor(TensorKind::input, "positions", DType::i32, shape({rows}));
+  const TensorId qn = qwen ? g.add_tensor(TensorKind::weight, "q_norm", dt, shape({hd})) : kNoTensor;
+  const TensorId kn = qwen ? g.add_tensor(TensorKind::weight, "k_norm", dt, shape({hd})) : kNoTensor;
+  const TensorId table = g.add_op("rope_table", {pos}, rope, "rope_table");
+  nlohmann::json attrs = rope;
+  attrs.update({{"num_q_heads", hq}, {"num_kv_heads", hkv}, {"eps", 1e-6}});
+  g.mark_output(g.add_op("attention_decode_qkv", {qkv, kc, vc, pos, qn, kn, table}, attrs, "out"), "");
+  g.mark_output(table, "");
+  return g;
+}
+
+// The fused attention with a rope table (a decode step's form: ROPE_TABLE once, each attention task loading its row
+// after the wait instead of building it before) against the reference: unsplit over 300 timesteps (random positions
 // take the shared-memory path and, past it for 128, the general one) and split over 4096 at batch 1.
 TEST(GpuOps, RopeTableFeedsTheFusedAttention) {
   WEFT_REQUIRE_GPU();
   for (DType dt : {DType::bf16, DType::f16})
     for (const bool qwen : {false, true})
       for (const int64_t rows : {3, 1}) {
-        const int64_t hq = qwen ? 16 : 32, hkv = 8, hd = qwen ? 128 : 64, s = rows == 1 ? 4096 : 300;
-        nlohmann::json rope = {{"head_dim", hd}, {"theta", qwen ? 1000000.0 : 500000.0}};
-        if (!qwen) rope.update({{"scaling", "llama3"}, {"factor", 32.0}, {"original_max_position", 8192}});
-        Graph g("rope_table_attention");
-        auto shape = [](std::initializer_list<int64_t> dims) {
-          Shape sh;
-          for (int64_t d : dims) sh.push_back(Dim::fixed(d));
-          return sh;
-        };
-        const TensorId qkv = g.add_tensor(TensorKind::input, "qkv", dt, shape({rows, (hq + 2 * hkv) * hd}));
-        const TensorId kc = g.add_tensor(TensorKind::state, "k_cache", dt, shape({rows, s, hkv, hd}));
-        const TensorId vc = g.add_tensor(TensorKind::state, "v_cache", dt, shape({rows, s, hkv, hd}));
-        const TensorId pos = g.add_tensor(TensorKind::input, "positions", DType::i32, shape({rows}));
-        const TensorId qn = qwen ? g.add_tensor(TensorKind::weight, "q_norm", dt, shape({hd})) : kNoTensor;
-        const TensorId kn = qwen ? g.add_tensor(TensorKind::weight, "k_norm", dt, shape({hd})) : kNoTensor;
-        const TensorId table = g.add_op("rope_table", {pos}, rope, "rope_table");
-        nlohmann::json attrs = rope;
-        attrs.update({{"num_q_heads", hq}, {"num_kv_heads", hkv}, {"eps", 1e-6}});
-        g.mark_output(g.add_op("attention_decode_qkv", {qkv, kc, vc, pos, qn, kn, table}, attrs, "out"), "");
-        g.mark_output(table, "");
+        const int64_t s = rows == 1 ? 4096 : 300;
+        const Graph g = rope_table_attention_graph(dt, qwen, rows, s);
         for (uint32_t seed : {1u, 2u}) {
           const std::string what = std::string(dtype_name(dt)) + (qwen ? " qwen3" : " llama") + " rows " +
                                    std::to_string(rows) + " seed " + std::to_string(seed);
@@ -323,6 +330,35 @@ TEST(GpuOps, RopeTableFeedsTheFusedAttention) {
             ADD_FAILURE() << what << ": " << e.what();
           }
         }
+      }
+}
+
+// Tiles of two kv heads (lowering pairs them where tiles of one outnumber the SMs; the device runs one per half of
+// the block, each in its half of shared memory) against the reference: 17 and 40 rows of 8 kv heads (136 and 320
+// tiles of one), Llama's and Qwen3's heads, positions below 600 — inside a half's timesteps (~140 for Qwen3's heads,
+// ~270 for Llama's), past them (the block then runs the two kv heads one after the other on the whole-block path)
+// and, for Qwen3's, past that too (the general path); three launches each (the caches carry over).
+TEST(GpuOps, PairedAttentionTilesMatchTheReference) {
+  WEFT_REQUIRE_GPU();
+  for (DType dt : {DType::bf16, DType::f16})
+    for (const bool qwen : {false, true})
+      for (const int64_t rows : {17, 40}) {
+        const Graph g = rope_table_attention_graph(dt, qwen, rows, 600);
+        const TaskGraph tg = lower(g, {}, LowerOptions{132});
+        for (const Task& t : tg.tasks)
+          if (t.dev_op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) ASSERT_EQ(t.args.i[3], 2) << "the test's tiles are not paired";
+        for (const int64_t most : {100, 600})
+          for (uint32_t seed : {1u, 2u}) {
+            const std::string what = std::string(dtype_name(dt)) + (qwen ? " qwen3" : " llama") + " rows " +
+                                     std::to_string(rows) + " positions < " + std::to_string(most) + " seed " +
+                                     std::to_string(seed);
+            try {
+              const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, seed, most, 3, nullptr});
+              EXPECT_TRUE(problems.empty()) << what << joined(problems);
+            } catch (const Error& e) {
+              ADD_FAILURE() << what << ": " << e.what();
+            }
+          }
       }
 }
 
