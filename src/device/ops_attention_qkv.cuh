@@ -410,29 +410,46 @@ struct AttnQkvTableInstance {
 
 // A tile of two kv heads (a->i[3] == 2; lowering: attention_pairs): team t of WEFT_ATTN_PAIR_WARPS warps runs kv head t
 // of it through the shared-memory path, in its half of shared memory, as an unsplit tile of its own with a rope
-// table operand would run on the whole block. Where tiles outnumber the SMs (batch 32: 256 tiles of one (row, kv
-// head) on 132 SMs) the second wave's tiles waited for the first's to end, each a chain of latency-bound phases;
-// paired, a block runs two of them side by side.
+// table operand would run on the whole block ("side by side"). Where tiles outnumber the SMs (batch 32: 256 tiles of
+// one (row, kv head) on 132 SMs) the second wave's tiles waited for the first's to end, each a chain of
+// latency-bound phases; paired, a block runs two of them at once. At a position past what a half holds, the block
+// runs the kv heads "one by one" on the whole-block path, the first with its rows copied before the wait as a tile
+// of one (attention_decode_qkv_pair).
 constexpr int kQkvPairBytes = WEFT_ATTN_PAIR_BYTES(WEFT_SMEM_BYTES);
 __device__ __forceinline__ int qkv_pair_team() { return warp() / WEFT_ATTN_PAIR_WARPS; }
 
-// The plan of the calling team's kv head in its half of shared memory (`region`).
-template <typename T>
-__device__ __forceinline__ QkvRunRecord<T> qkv_pair_plan(const weft_task_args* a, const weft_env* env, char* region,
-                                                         int team) {
-  const QkvStage<T> st = qkv_stage<T>(a, region, kQkvPairBytes);
-  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
-  return qkv_plan<T>(a, env, st, io, attn_smem_plan<T>(a, io, region, 0, 2, kQkvPairBytes, WEFT_ATTN_PAIR_WARPS, team));
+// Which way the prologue set a pair tile up, tagged with the task's index, at smem + 4: the 12 bytes between the
+// whole-block plan's note (smem's first word) and its K rows, which a half's plan at team 0 leaves alone too.
+constexpr int kQkvPairSideBySide = 1, kQkvPairOneByOne = 2;
+__device__ __forceinline__ int* qkv_pair_mode_word(char* smem) { return reinterpret_cast<int*>(smem + 4); }
+__device__ __forceinline__ int qkv_pair_mode_tag(const weft_env* env, int mode) { return env->task_index * 4 + mode; }
+// After the wait: whether the prologue set the tile up `mode`'s way (the loop's wait was the barrier that shows its
+// notes; see qkv_run_planned).
+__device__ __forceinline__ bool qkv_pair_noted(const weft_task_args* a, const weft_env* env, char* smem, int mode) {
+  return !(env->tuning & WEFT_TUNE_LATE_PREFETCH) && task_of(a)->wait_count > 0 &&
+         *qkv_pair_mode_word(smem) == qkv_pair_mode_tag(env, mode);
 }
 
-// After the wait, both teams: false (in both, having written nothing) where the tile does not take the path — the
-// plan does not fit, or the position lies past what a half holds (attention_decode_qkv_pair then runs it otherwise).
+// The plan of kv head `head` of a pair tile: in the calling team's half of shared memory (`region`, WARPS the team's)
+// or, one by one, in the whole of it.
+template <typename T, int WARPS>
+__device__ __forceinline__ QkvRunRecord<T> qkv_pair_plan(const weft_task_args* a, const weft_env* env, char* region,
+                                                         int head) {
+  constexpr int bytes = WARPS == WEFT_BLOCK_WARPS ? WEFT_SMEM_BYTES : kQkvPairBytes;
+  const QkvStage<T> st = qkv_stage<T>(a, region, bytes);
+  const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
+  return qkv_plan<T>(a, env, st, io, attn_smem_plan<T>(a, io, region, 0, 2, bytes, WARPS, head));
+}
+
+// After the wait, both teams, side by side: false (in both, having written nothing) where the tile does not take
+// that path — the plan does not fit, or the position lies past what a half holds.
 template <typename T, int D, int G>
 __device__ __noinline__ bool attention_qkv_pair_instance(const weft_task_args* a, const weft_env* env, char* smem) {
   const int team = qkv_pair_team();
   char* region = smem + team * kQkvPairBytes;
-  const QkvRunRecord<T> p = qkv_run_planned<T>(a, env, region, kQkvPairBytes) ? *qkv_run_record<T>(region, kQkvPairBytes)
-                                                                              : qkv_pair_plan<T>(a, env, region, team);
+  const bool planned = qkv_pair_noted(a, env, smem, kQkvPairSideBySide) && qkv_run_planned<T>(a, env, region, kQkvPairBytes);
+  const QkvRunRecord<T> p = planned ? *qkv_run_record<T>(region, kQkvPairBytes)
+                                    : qkv_pair_plan<T, WEFT_ATTN_PAIR_WARPS>(a, env, region, team);
   if (!p.s.ok || p.s.hd != 32 * D || p.s.group != G || p.s.cap < WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS / 2 ||
       a->d[13] < 0)
     return false;
@@ -444,6 +461,24 @@ struct AttnQkvPairInstance {
   __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
     if constexpr (G < 2) return false;  // the per-warp phases need 2, 4 or 8 q heads (lowering pairs no other group)
     else return attention_qkv_pair_instance<T, D, G>(a, env, smem);
+  }
+};
+
+// After the wait, one by one: kv head HEAD of a pair tile on the whole block's shared-memory path (the first with
+// the prologue's plan where it made one), or false (having written nothing) where the position does not fit it.
+template <typename T, int D, int G, int HEAD>
+__device__ __noinline__ bool attention_qkv_pair_head_instance(const weft_task_args* a, const weft_env* env, char* smem) {
+  const bool planned = HEAD == 0 && qkv_pair_noted(a, env, smem, kQkvPairOneByOne) && qkv_run_planned<T>(a, env, smem);
+  const QkvRunRecord<T> p = planned ? *qkv_run_record<T>(smem) : qkv_pair_plan<T, WEFT_BLOCK_WARPS>(a, env, smem, HEAD);
+  if (!p.s.ok || p.s.hd != 32 * D || p.s.group % G != 0 || a->d[13] < 0) return false;
+  return attention_qkv_smem<T, D, G, false, true>(a, p.st, p.io, p.s, smem, p.qkv, p.wq, p.wk, AttnSplit{}, 0,
+                                                  qkv_rope_row(a, env), (env->tuning & WEFT_TUNE_ATTN_BLOCK_PHASES) != 0);
+}
+template <int HEAD>
+struct AttnQkvPairHeadInstance {
+  template <typename T, int D, int G>
+  __device__ __forceinline__ static bool run(const weft_task_args* a, const weft_env* env, char* smem) {
+    return attention_qkv_pair_head_instance<T, D, G, HEAD>(a, env, smem);
   }
 };
 
@@ -476,30 +511,37 @@ __device__ __noinline__ void attention_decode_qkv_general(const weft_task_args* 
   attention_general<T>(a, env, io, smem);
 }
 
-// A tile of two kv heads (attention_qkv_pair_instance). Where the pair's path does not take it (a position past what
-// half of shared memory holds), the whole block runs its kv heads one after the other as tiles of one, each through
-// the unsplit shared-memory path or the general one, its rows copied after the wait (the pair's prologue noted none
-// for that path and prefetched them into L2).
+// A tile of two kv heads (attention_qkv_pair_instance): side by side where the prologue set it up so (or, without its
+// notes, where the position fits a half), else one by one — each kv head on the whole block's shared-memory path, or
+// past what that holds on the general path, as a tile of one (a copy of the task with that kv head's columns).
 template <typename T>
 __device__ __noinline__ void attention_decode_qkv_pair(const weft_task_args* a, const weft_env* env, char* smem) {
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0 || a->row1 <= a->row0 ||
       a->col1 <= a->col0 || a->d[9] > 1)
     return;
-  if (attn_smem_run<T, AttnQkvPairInstance>(a, env, smem)) return;
-  cp_async_wait<0>();  // the pair prologue's copies, if any, have landed before the block reuses shared memory
-  weft_task task = *task_of(a);  // a whole task: the paths read its waits (task_of)
-  weft_task_args& one = task.args;
-  one.i[3] = 1;
-  const i64 width = (a->col1 - a->col0) / 2;
-  for (int k = 0; k < 2; ++k) {
-    block_sync();  // both teams, or the previous kv head, are done with shared memory
-    if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;  // no K/V rows in shared memory yet
-    if (tid() == kQkvNoteThread) qkv_run_record<T>(smem)->task = -1;  // no plan: the path makes its own
-    if (tid() == 2 * WEFT_WARP_THREADS) *qkv_stage<T>(a, smem).pos_used = kRopeNotBuilt;  // no rope table built
+  const bool one_by_one = qkv_pair_noted(a, env, smem, kQkvPairOneByOne);
+  if (!one_by_one && attn_smem_run<T, AttnQkvPairInstance>(a, env, smem)) return;
+  cp_async_wait<0>();  // the prologue's copies, if any, have landed before the block reuses shared memory
+  // Shared memory as no prologue left it: no K/V rows, no plan, no rope table.
+  auto forget = [&] {
+    block_sync();  // every thread is done with what lies there
+    if (tid() == 0) *reinterpret_cast<int*>(smem) = -1;
+    if (tid() == kQkvNoteThread) qkv_run_record<T>(smem)->task = -1;
+    if (tid() == 2 * WEFT_WARP_THREADS) *qkv_stage<T>(a, smem).pos_used = kRopeNotBuilt;
     block_sync();
-    one.col0 = a->col0 + k * width;
-    one.col1 = one.col0 + width;
-    if (!attn_smem_run<T, AttnQkvTableInstance>(&one, env, smem)) attention_decode_qkv_general<T>(&one, env, smem);
+  };
+  for (int k = 0; k < 2; ++k) {
+    if (k > 0 || !one_by_one) forget();  // the first kv head keeps what the prologue copied one by one
+    if (k == 0 ? attn_smem_run<T, AttnQkvPairHeadInstance<0>>(a, env, smem)
+               : attn_smem_run<T, AttnQkvPairHeadInstance<1>>(a, env, smem))
+      continue;
+    forget();
+    weft_task task = *task_of(a);  // a whole task: the general path reads its waits (task_of)
+    const i64 width = (a->col1 - a->col0) / 2;
+    task.args.i[3] = 1;
+    task.args.col0 = a->col0 + k * width;
+    task.args.col1 = task.args.col0 + width;
+    attention_decode_qkv_general<T>(&task.args, env, smem);
   }
 }
 

@@ -28,11 +28,12 @@ __device__ __forceinline__ void prefetch_l2_range(const void* p, i64 bytes, int 
 // Attention of a tile too long for the shared-memory path (attention_smem.cuh): K and V cache rows [0, p) of
 // its kv heads for each row's position p, into L2. positions is read
 // before its event may have fired: if the graph computes it, a stale value only prefetches other rows.
+// `skip`: the tile's first kv heads to leave out (their rows go to shared memory).
 template <typename T>
-__device__ void attention_prefetch(const weft_task_args* a, const AttnIo<T>& io) {
+__device__ void attention_prefetch(const weft_task_args* a, const AttnIo<T>& io, int skip = 0) {
   const i64 hq = io.hq, hkv = io.hkv, hd = io.hd, s_dim = io.s_dim;
   if (hq <= 0 || hkv <= 0 || hd <= 0 || hq % hkv != 0 || io.pos == nullptr) return;
-  const i64 unit_cols = hq / hkv * hd, kv0 = a->col0 / unit_cols, kv1 = a->col1 / unit_cols;
+  const i64 unit_cols = hq / hkv * hd, kv0 = a->col0 / unit_cols + skip, kv1 = a->col1 / unit_cols;
   const i64 row_kv = hkv * hd, head_bytes = hd * static_cast<i64>(sizeof(T)), lines = (head_bytes + 127) / 128;
   for (i64 b = a->row0; b < a->row1; ++b) {
     i64 p = load_int(io.pos, io.pos_dtype, b);
@@ -54,12 +55,13 @@ __device__ void attention_prefetch(const weft_task_args* a, const AttnIo<T>& io)
 // warp 1's first lane writes the note and the record (~1 us of one thread), the other warps copy the rows. Done in
 // turn by every thread, they took ~5.9 us, on the critical path wherever a block's previous task ends when the
 // tile's inputs are ready: at batch 32 both waves of a layer's 256 tiles (docs/perf.md round 34).
-// Returns whether the tile takes the shared-memory path, the same in every thread.
+// Returns whether the tile takes the shared-memory path, the same in every thread. `s`: the tile's plan (of one kv
+// head of a pair tile, attention_qkv_pair_prologue).
 template <typename T>
 __device__ __forceinline__ bool attention_qkv_whole_prologue(const weft_task_args* a, const weft_env* env, char* smem,
-                                                             const QkvStage<T>& st, const AttnIo<T>& io, i64 raw) {
+                                                             const QkvStage<T>& st, const AttnIo<T>& io, i64 raw,
+                                                             const AttnSmemPlan& s) {
   static_assert(WEFT_BLOCK_WARPS >= 3 && kQkvNoteThread == WEFT_WARP_THREADS, "warps 0, 1 and the rest");
-  const AttnSmemPlan s = attn_smem_plan<T>(a, io, smem);
   const i64 p = attn_clamp_pos(raw, io.s_dim);
   const bool whole = s.ok && p >= 0 && p <= s.cap - 1;
   if (warp() == 0) {
@@ -81,6 +83,11 @@ __device__ __forceinline__ bool attention_qkv_whole_prologue(const weft_task_arg
                       tid() - kFirst, WEFT_BLOCK_THREADS - kFirst);
   }
   return whole;
+}
+template <typename T>
+__device__ __forceinline__ bool attention_qkv_whole_prologue(const weft_task_args* a, const weft_env* env, char* smem,
+                                                             const QkvStage<T>& st, const AttnIo<T>& io, i64 raw) {
+  return attention_qkv_whole_prologue<T>(a, env, smem, st, io, raw, attn_smem_plan<T>(a, io, smem));
 }
 
 // Both attention prologues out of line: the task loop holds no attention code (see attention_decode_qkv_impl).
@@ -132,41 +139,50 @@ __device__ __noinline__ void attention_split_prologue(const weft_task_args* a, c
   prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes);
 }
 
-// Before the wait, a tile of two kv heads (attention_qkv_pair_instance): each team notes its kv head's rows and plan
-// in its half of shared memory and copies the rows there (its first warp writes the note and the record and
-// requests the norm weights into L2, the other three copy); where the pair's path does not take the tile (the same
-// in both teams) the block prefetches both heads' rows into L2 for the run's fallback instead.
+// Before the wait, a tile of two kv heads (attention_qkv_pair_instance). Side by side where the position fits a half
+// of shared memory: each team notes its kv head's rows and plan in its half and copies the rows there (its first
+// warp writes the note and the record and requests the norm weights into L2, the other three copy). Else one by one:
+// the first kv head set up as a tile of one on the whole block (attention_qkv_whole_prologue), the second's rows
+// into L2. Either way, the way taken at smem + 4 (qkv_pair_mode_word).
 template <typename T>
 __device__ __noinline__ void attention_qkv_pair_prologue(const weft_task_args* a, const weft_env* env, char* smem) {
   const int team = qkv_pair_team(), tw = team_warp<WEFT_ATTN_PAIR_WARPS>();
-  char* region = smem + team * kQkvPairBytes;
   if (a->d[0] <= 0 || a->d[1] <= 0 || a->d[2] <= 0 || a->d[0] % a->d[1] != 0) {
-    if (tw == 0 && lane() == 0) qkv_run_record<T>(region, kQkvPairBytes)->task = -1;
+    if (tid() == 0) *qkv_pair_mode_word(smem) = 0;  // neither way: the run sets itself up
     return;
   }
+  char* region = smem + team * kQkvPairBytes;
   const QkvStage<T> st = qkv_stage<T>(a, region, kQkvPairBytes);
   const AttnIo<T> io = attn_io_qkv<T>(a, env, st);
   const AttnSmemPlan s = attn_smem_plan<T>(a, io, region, 0, 2, kQkvPairBytes, WEFT_ATTN_PAIR_WARPS, team);
-  const i64 p = attn_clamp_pos(load_int(io.pos, io.pos_dtype, a->row0), io.s_dim);
-  const bool whole = s.ok && p >= 0 && p <= s.cap - 1;
+  const i64 raw = load_int(io.pos, io.pos_dtype, a->row0), p = attn_clamp_pos(raw, io.s_dim);
+  if (!(s.ok && p >= 0 && p <= s.cap - 1)) {  // the same in both teams
+    const QkvStage<T> fst = qkv_stage<T>(a, smem);
+    const AttnIo<T> fio = attn_io_qkv<T>(a, env, fst);
+    const AttnSmemPlan first = attn_smem_plan<T>(a, fio, smem, 0, 2, WEFT_SMEM_BYTES, WEFT_BLOCK_WARPS, 0);
+    if (tid() == 0) *qkv_pair_mode_word(smem) = qkv_pair_mode_tag(env, kQkvPairOneByOne);
+    if (tid() == kQkvNoteThread) qkv_run_record<T>(smem)->task = -1;  // no plan unless the whole prologue writes one
+    const bool whole = attention_qkv_whole_prologue<T>(a, env, smem, fst, fio, raw, first);
+    attention_prefetch<T>(a, fio, whole ? 1 : 0);
+    return;
+  }
+  if (tid() == 0) *qkv_pair_mode_word(smem) = qkv_pair_mode_tag(env, kQkvPairSideBySide);
   if (tw == 0) {
     if (lane() == 0) {
-      *reinterpret_cast<int*>(region) = whole ? static_cast<int>(p) : -1;
-      if (whole) *qkv_run_record<T>(region, kQkvPairBytes) = qkv_plan<T>(a, env, st, io, s);
-      else qkv_run_record<T>(region, kQkvPairBytes)->task = -1;
+      *reinterpret_cast<int*>(region) = static_cast<int>(p);
+      *qkv_run_record<T>(region, kQkvPairBytes) = qkv_plan<T>(a, env, st, io, s);
     }
     if (team == 0) {
       const i64 wbytes = a->d[2] * static_cast<i64>(sizeof(T));
       prefetch_l2_range(in_ptr<char>(a, env, 4), wbytes, lane(), WEFT_WARP_THREADS);
       prefetch_l2_range(in_ptr<char>(a, env, 5), wbytes, lane(), WEFT_WARP_THREADS);
     }
-  } else if (whole) {
+  } else {
     constexpr int kFirst = WEFT_WARP_THREADS, kTeam = WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS;
     const i64 row_kv = io.hkv * s.hd;
     attn_copy_rows<T>(s, io.kc, io.vc, a->row0 * io.s_dim * row_kv + s.kvh * s.hd, row_kv, 0, static_cast<int>(p), 0,
                       team_tid<WEFT_ATTN_PAIR_WARPS>() - kFirst, kTeam - kFirst);
   }
-  if (!whole) attention_prefetch<T>(a, io);
 }
 
 // Before the wait: the rope table, the K/V rows (shared-memory path) or their L2 prefetch, the norm weights.
