@@ -367,7 +367,7 @@ void finalize_events(TaskGraph& tg) {
 }
 
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
-                           int32_t attention_split, int32_t split_k_parts, bool attention_pairs) {
+                           int32_t attention_split, int32_t split_k_parts, int32_t attention_pairs) {
   LowerOptions o{num_sms, WEFT_SMEM_BYTES_BASE, attention_split};
   o.split_k_parts = split_k_parts;
   o.attention_pairs = attention_pairs;

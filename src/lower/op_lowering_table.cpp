@@ -398,16 +398,15 @@ int64_t attention_parts(const LowerCtx& c, int64_t tiles) {
 // it on its block, would otherwise follow the first (batch 32 of Llama-3.2-1B: 256 tiles on 132 SMs; docs/perf.md
 // round 53). Only what that path takes: an even number of kv heads, 2, 4 or 8 q heads per kv head, a 16-bit dtype,
 // head_dim 64 or 128, a rope table operand, and a pass of the team's warps in half the ops' shared memory.
-// Positions past what a half holds still run, the kv heads one after the other (attention_decode_qkv_pair).
+// Positions past what a half holds still run, the kv heads one after the other (attention_decode_qkv_pair), slower
+// than tiles of one: by default (LowerOptions::attention_pairs 0) only a cache that a half holds whole pairs.
 bool attention_pairs(const LowerCtx& c) {
-  if (!c.options().attention_pairs || !c.has(6)) return false;
+  const int32_t mode = c.options().attention_pairs;
+  if (mode < 0 || !c.has(6)) return false;
   const int64_t hq = c.attr_int("num_q_heads"), hkv = c.attr_int("num_kv_heads"), hd = c.attr_int("head_dim");
-  if (hkv <= 0 || hq % hkv != 0 || hkv % 2 != 0) return false;
-  const int64_t group = hq / hkv;
-  if (group != 2 && group != 4 && group != 8) return false;
-  if (c.out_view().rows * hkv <= c.spread_sms()) return false;
-  return attention_pair_timesteps(hd, group, c.out_dtype(), c.options().ops_smem_bytes) >=
-         WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS / 2;
+  if (!attention_may_pair(c.out_view().rows, hq, hkv, hd, c.out_dtype(), c.spread_sms(), c.options().ops_smem_bytes))
+    return false;
+  return mode > 0 || c.in_shape(1)[1] <= attention_pair_timesteps(hd, hq / hkv, c.out_dtype(), c.options().ops_smem_bytes);
 }
 TileGrid attention_qkv_grid(const LowerCtx& c) {
   TileGrid g = attention_grid(c);
@@ -636,6 +635,13 @@ int64_t attention_whole_timesteps(int64_t head_dim, int64_t group, DType dtype, 
 }
 int64_t attention_pair_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes) {
   return attention_plan_timesteps(head_dim, group, dtype, WEFT_ATTN_PAIR_BYTES(ops_smem_bytes), WEFT_ATTN_PAIR_WARPS);
+}
+bool attention_may_pair(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim, DType dtype, int64_t sms,
+                        int64_t ops_smem_bytes) {
+  if (kv_heads <= 0 || q_heads % kv_heads != 0 || kv_heads % 2 != 0 || rows * kv_heads <= sms) return false;
+  const int64_t group = q_heads / kv_heads;
+  if (group != 2 && group != 4 && group != 8) return false;
+  return attention_pair_timesteps(head_dim, group, dtype, ops_smem_bytes) >= WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS / 2;
 }
 
 int64_t mma_x_chunks(const TaskGraph& tg, int32_t smem_bytes) {

@@ -133,8 +133,11 @@ struct LowerOptions {
   // slower at every setting measured (docs/perf.md round 51), so only $WEFT_SPLIT_K_PARTS raises it.
   int32_t split_k_parts = 1;
   // attention_decode_qkv tiles of two kv heads where tiles of one outnumber the SMs (attention_pairs in
-  // op_lowering_table.cpp); off: one kv head per tile, as before ($WEFT_ATTENTION_PAIRS=0, for measuring).
-  bool attention_pairs = true;
+  // op_lowering_table.cpp): 0 where every position of the cache fits a half's timesteps (attention_pair_timesteps;
+  // past them a pair runs its kv heads one by one, 6-9% slower a token than tiles of one, docs/perf.md round 53),
+  // 1 whatever the cache's length (a program run only at positions below them: models/device_generator.cpp),
+  // -1 never.
+  int32_t attention_pairs = 0;
 };
 
 // Cuts every op of `g` into tasks for the concrete symbol values `symbols`, with an event for every tile and
@@ -148,7 +151,7 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
 // changes neither the base size is kept: its larger L1 holds the task loop's spills.
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
                            int32_t attention_split = WEFT_ATTN_MAX_SPLIT, int32_t split_k_parts = 1,
-                           bool attention_pairs = true);
+                           int32_t attention_pairs = 0);
 
 // The weight loader (WEFT_DEVLIB_LOADER, device/weight_loader.cuh) for a kernel lowered for compute capability
 // `sm`: whether it may link the loader's library — sm_90 or later, the CUDA-core library with bf16 one-row tiles
@@ -166,6 +169,12 @@ TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, i
 int64_t attention_whole_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
 // The same for each kv head of a tile of two (LowerOptions::attention_pairs): what half of that shared memory holds.
 int64_t attention_pair_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
+// Whether `rows` rows of attention_decode_qkv with these heads take tiles of two kv heads on `sms` SMs where
+// LowerOptions::attention_pairs allows them and the op has a rope table operand (the device's pair path: an even
+// number of kv heads, 2, 4 or 8 q heads per kv head, a 16-bit dtype, head_dim 64 or 128, a pass of a half's warps
+// in half the ops' shared memory, more tiles of one than SMs).
+bool attention_may_pair(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim, DType dtype, int64_t sms,
+                        int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
 
 // After every wait is known (lowering + memory plan): drops events nobody waits on, renumbers, and sets each
 // task's notifies (its row-block event and its tile event, where kept).

@@ -39,9 +39,11 @@ class DeviceGenerator final : public Generator {
     const Graph& largest = model_->graph_for(model_->shape().max_batch);
     if (&largest != &model_->graph()) unfused_ = std::make_unique<Program>(device_, largest, options);
     whole_steps_ = whole_attention_steps(model_->shape(), options);
+    pair_steps_ = pair_attention_steps(model_->shape(), options);
     if (whole_steps_ > 0) {
       ProgramOptions whole = options;
       whole.attention_split = 1;
+      if (pair_steps_ > 0) whole.attention_pairs = 1;
       whole_ = std::make_unique<Program>(device_, model_->graph(), whole);
       if (unfused_) whole_unfused_ = std::make_unique<Program>(device_, largest, whole);
     }
@@ -98,11 +100,11 @@ class DeviceGenerator final : public Generator {
     // both are compiled before anything is timed.
     Program* whole = whole_for(r.batch);
     Program& split = program_for(r.batch);
+    const int64_t below = whole ? twin_steps(r.batch, whole->specialize(SymbolValues{r.batch}).smem_bytes) : 0;
     auto program_at = [&](size_t last_position) -> Program& {
-      return whole && static_cast<int64_t>(last_position) < whole_steps_ ? *whole : split;
+      return whole && static_cast<int64_t>(last_position) < below ? *whole : split;
     };
-    if (whole) whole->specialize(SymbolValues{r.batch});
-    if (!whole || static_cast<int64_t>(plen + steps) - 2 >= whole_steps_) split.specialize(SymbolValues{r.batch});
+    if (!whole || static_cast<int64_t>(plen + steps) - 2 >= below) split.specialize(SymbolValues{r.batch});
 
     // KV caches, zeroed per request; logits.
     std::vector<Binding> bindings = bindings_;
@@ -251,6 +253,28 @@ class DeviceGenerator final : public Generator {
     return whole > 0 && s.max_seq > whole ? whole : 0;
   }
 
+  // Where the unsplit twin also pairs attention's kv heads (ProgramOptions::attention_pairs 1: tiles of two where
+  // tiles of one outnumber the SMs, each kv head attending on half the block), positions past what a half holds
+  // would run a pair's kv heads one by one, 6-9% slower a token than tiles of one (docs/perf.md round 53): the
+  // timesteps a half holds (with the base shared memory), or 0 where the caller or $WEFT_ATTENTION_PAIRS decides, or
+  // no tile pairs past them anyway (a cache that short pairs in every program, LowerOptions::attention_pairs 0).
+  static int64_t pair_attention_steps(const DecoderShape& s, const ProgramOptions& options) {
+    const char* env = std::getenv("WEFT_ATTENTION_PAIRS");
+    if (options.attention_pairs != 0 || (env != nullptr && *env != '\0') || !s.fuse_attention || s.kv_heads < 1)
+      return 0;
+    const int64_t steps = attention_pair_timesteps(s.head_dim, s.q_heads / s.kv_heads, s.dtype);
+    return steps > 0 && s.max_seq > steps ? steps : 0;
+  }
+  // The positions below which a launch of `batch` rows runs the twin (whole_for): what a tile holds whole, or where
+  // the twin pairs at this batch, what a half of its kernel's shared memory (`smem_bytes`) holds.
+  int64_t twin_steps(int64_t batch, int32_t smem_bytes) const {
+    const DecoderShape& s = model_->shape();
+    const bool pairs = pair_steps_ > 0 && s.kv_heads > 0 &&
+                       attention_may_pair(batch, s.q_heads, s.kv_heads, s.head_dim, s.dtype, device_->sm_count());
+    if (!pairs) return whole_steps_;
+    return std::min(whole_steps_, attention_pair_timesteps(s.head_dim, s.q_heads / s.kv_heads, s.dtype, smem_bytes));
+  }
+
   // The tensor of `to` named as `t` of `from` (the graphs name every bound tensor alike).
   static TensorId same_tensor(TensorId t, const Graph& from, const Graph& to) {
     if (&from == &to) return t;
@@ -294,6 +318,7 @@ class DeviceGenerator final : public Generator {
   // below whole_steps_; null where there are none.
   std::unique_ptr<Program> whole_, whole_unfused_;
   int64_t whole_steps_ = 0;
+  int64_t pair_steps_ = 0;  // pair_attention_steps: > 0 where the twin pairs kv heads (twin_steps)
   CUstream stream_ = nullptr;
   DeviceBuffer weights_, states_, io_;
   std::vector<Binding> bindings_;  // the weights

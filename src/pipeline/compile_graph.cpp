@@ -145,12 +145,12 @@ int32_t attention_split_limit() {
 // no tile whole).
 int32_t split_k_parts_floor() { return env_count("WEFT_SPLIT_K_PARTS", 1, WEFT_MMA_MAX_SPLIT, true); }
 
-bool attention_pairs_enabled() {
+int32_t attention_pairs_mode() {
   const char* env = std::getenv("WEFT_ATTENTION_PAIRS");
-  if (env == nullptr || *env == '\0') return true;
+  if (env == nullptr || *env == '\0') return 0;
   const std::string v(env);
   if (v != "0" && v != "1") fail(Status::invalid_argument, "WEFT_ATTENTION_PAIRS='" + v + "': expected 0 or 1");
-  return v == "1";
+  return v == "1" ? 1 : -1;
 }
 
 // $WEFT_WEIGHT_LOADER=1: kernels that may take the weight loader's library (weight_loader_applies) link it. Off by
@@ -177,7 +177,9 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                                        ": expected 0 (the default) or a whole number from 1 to " + std::to_string(WEFT_ATTN_MAX_SPLIT));
   const int32_t attention_split = request.attention_split > 0 ? request.attention_split : attention_split_limit();
   const int32_t split_k_parts = split_k_parts_floor();
-  const bool attention_pairs = attention_pairs_enabled();
+  if (request.attention_pairs < -1 || request.attention_pairs > 1)
+    fail(Status::invalid_argument, "attention_pairs " + std::to_string(request.attention_pairs) + ": expected -1, 0 or 1");
+  const int32_t attention_pairs = request.attention_pairs != 0 ? request.attention_pairs : attention_pairs_mode();
   const bool want_loader = weight_loader_requested();
   const bool want_tagged = tagged_handoffs_requested();
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
@@ -186,7 +188,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                                    ";lineinfo=" + (copts.line_info ? "1" : "0") +
                                    ";attn_split=" + std::to_string(attention_split) +
                                    ";split_k=" + std::to_string(split_k_parts) +
-                                   ";attn_pairs=" + (attention_pairs ? "1" : "0") +
+                                   ";attn_pairs=" + std::to_string(attention_pairs) +
                                    ";loader=" + (want_loader ? "1" : "0") +
                                    ";tagged=" + (want_tagged ? "1" : "0") +
                                    ";codegen=" + codegen_version();

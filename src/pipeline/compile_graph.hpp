@@ -23,6 +23,9 @@ struct CompileRequest {
   // The most parts an attention tile is split into over its timesteps (1: none; LowerOptions::attention_split).
   // 0: $WEFT_ATTENTION_SPLIT, else WEFT_ATTN_MAX_SPLIT. Outside 0..WEFT_ATTN_MAX_SPLIT: invalid_argument.
   int32_t attention_split = 0;
+  // Tiles of two kv heads in attention (LowerOptions::attention_pairs): 0 $WEFT_ATTENTION_PAIRS (0: never, 1:
+  // whatever the cache's length), else where every position fits; 1 whatever the cache's length; -1 never.
+  int32_t attention_pairs = 0;
 };
 
 struct CompileResult {
@@ -66,9 +69,9 @@ int32_t attention_split_limit();
 // (LowerOptions::split_k_parts). Throws weft::Error (Status::invalid_argument) for a value that is not a power of two
 // from 1 to WEFT_MMA_MAX_SPLIT.
 int32_t split_k_parts_floor();
-// $WEFT_ATTENTION_PAIRS: 0 keeps one kv head per attention tile where tiles outnumber the SMs, 1 (or unset) pairs
-// them (LowerOptions::attention_pairs). Throws weft::Error (Status::invalid_argument) for another value.
-bool attention_pairs_enabled();
+// LowerOptions::attention_pairs from $WEFT_ATTENTION_PAIRS: 0 gives -1 (never), 1 gives 1 (whatever the cache's
+// length), unset 0 (where every position fits). Throws weft::Error (Status::invalid_argument) for another value.
+int32_t attention_pairs_mode();
 
 // `cache` may be null (no caching).
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache);

@@ -93,6 +93,8 @@ Program::Program(std::shared_ptr<DeviceContext> device, Graph graph, const Progr
   if (options_.attention_split < 0 || options_.attention_split > WEFT_ATTN_MAX_SPLIT)
     invalid("attention_split is " + std::to_string(options_.attention_split) + "; expected 0 (the default) or 1 to " +
             std::to_string(WEFT_ATTN_MAX_SPLIT));
+  if (options_.attention_pairs < -1 || options_.attention_pairs > 1)
+    invalid("attention_pairs is " + std::to_string(options_.attention_pairs) + "; expected -1, 0 (the default) or 1");
   for (size_t s = 0; s < graph_.symbols().size(); ++s) {
     const auto id = static_cast<int32_t>(s);
     buckets_.push_back(specialization_buckets(graph_.symbols().at(id), effective_symbol_policy(graph_, id)));
@@ -165,6 +167,7 @@ std::unique_ptr<Program::Variant> Program::build_variant(const SymbolValues& val
   req.num_sms = device_->sm_count();
   req.symbols = values;
   req.attention_split = options_.attention_split;
+  req.attention_pairs = options_.attention_pairs;
   auto v = std::make_unique<Variant>();
   v->compiled = compile_graph(graph_, req, cache_.get());
   const DriverApi& d = driver();

@@ -56,6 +56,7 @@ struct ProgramOptions {
   uint32_t tensor_tag = 0;  // high 32 bits of the tensor ids run_planned accepts (the C API's graph uid)
   bool host_jit = true;     // generate the launch plan with the host JIT when this build has one ($WEFT_HOST_JIT=0: no)
   int32_t attention_split = 0;  // CompileRequest::attention_split of every specialization (0: the default)
+  int32_t attention_pairs = 0;  // CompileRequest::attention_pairs of every specialization (0: the default)
 };
 
 // What a program has done so far (weft_program_stats).

@@ -337,23 +337,33 @@ TEST(GpuOps, RopeTableFeedsTheFusedAttention) {
 // the block, each in its half of shared memory) against the reference: 17 and 40 rows of 8 kv heads (136 and 320
 // tiles of one), Llama's and Qwen3's heads, positions below 600 — inside a half's timesteps (~140 for Qwen3's heads,
 // ~270 for Llama's), past them (the block then runs the two kv heads one after the other on the whole-block path)
-// and, for Qwen3's, past that too (the general path); three launches each (the caches carry over).
+// and, for Qwen3's, past that too (the general path); three launches each (the caches carry over). The cache is
+// longer than a half holds, so the program pairs only as asked (ProgramOptions::attention_pairs 1).
 TEST(GpuOps, PairedAttentionTilesMatchTheReference) {
   WEFT_REQUIRE_GPU();
+  GpuSession session;
+  ProgramOptions po;
+  po.attention_pairs = 1;
+  po.watchdog_ms = 10000;
+  LowerOptions lo{132};
+  lo.attention_pairs = 1;
   for (DType dt : {DType::bf16, DType::f16})
     for (const bool qwen : {false, true})
       for (const int64_t rows : {17, 40}) {
         const Graph g = rope_table_attention_graph(dt, qwen, rows, 600);
-        const TaskGraph tg = lower(g, {}, LowerOptions{132});
+        const TaskGraph tg = lower(g, {}, lo);
         for (const Task& t : tg.tasks)
-          if (t.dev_op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) ASSERT_EQ(t.args.i[3], 2) << "the test's tiles are not paired";
+          if (t.dev_op == WEFT_DEV_OP_ATTENTION_DECODE_QKV) {
+            ASSERT_EQ(t.args.i[3], 2) << "the test's tiles are not paired";
+          }
+        Program program(session.context(), g, po);
         for (const int64_t most : {100, 600})
           for (uint32_t seed : {1u, 2u}) {
             const std::string what = std::string(dtype_name(dt)) + (qwen ? " qwen3" : " llama") + " rows " +
                                      std::to_string(rows) + " positions < " + std::to_string(most) + " seed " +
                                      std::to_string(seed);
             try {
-              const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, seed, most, 3, nullptr});
+              const auto problems = compare_with_reference(g, {}, GpuCompareOptions{0, 0, seed, most, 3, &program});
               EXPECT_TRUE(problems.empty()) << what << joined(problems);
             } catch (const Error& e) {
               ADD_FAILURE() << what << ": " << e.what();

@@ -215,41 +215,45 @@ TEST(Lowering, AttentionWholeTimestepsIsWhereTheSplitStarts) {
 
 // Where a step's attention tiles of one (row, kv head) outnumber the SMs, lowering pairs two kv heads per tile (the
 // device runs one per half of the block, i3 = 2): Llama-3.2-1B's and Qwen3-0.6B's heads at batch 32 (256 tiles of
-// one on 132 SMs), not at batch 8 (64), not with LowerOptions::attention_pairs off, and not without a rope table
-// (the device's pair path takes its rope from it). A paired tile spans both kv heads' q heads, reads both heads' k
-// and v columns of qkv (the simulator checks every read against its producers' tiles), and the pair's half of the
-// ops' shared memory holds a pass of its warps.
+// one on 132 SMs) — by default only where the cache is no longer than a half holds, with LowerOptions::
+// attention_pairs 1 whatever its length —, not at batch 8 (64), not with attention_pairs -1, and not without a rope
+// table (the device's pair path takes its rope from it). A paired tile spans both kv heads' q heads, reads both
+// heads' k and v columns of qkv (the simulator checks every read against its producers' tiles), and the pair's half
+// of the ops' shared memory holds a pass of its warps.
 TEST(Lowering, AttentionPairsKvHeadsWhereTilesOutnumberTheSms) {
   for (DecoderShape shape : {llama_3_2_1b_shape(), qwen3_0_6b_shape()}) {
     shape.layers = 2;
     shape.vocab = 1000;
-    shape.max_seq = 512;
     shape.fuse_linear_inputs = 0;  // the batched steps' graph: norms apart, a rope table per step
-    shape.rope_table = 1;
     const int64_t group = shape.q_heads / shape.kv_heads, head_cols = group * shape.head_dim;
+    const int64_t half = attention_pair_timesteps(shape.head_dim, group, shape.dtype);
     EXPECT_GE(attention_pair_timesteps(shape.head_dim, group, shape.dtype), WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS / 2)
         << shape.name;
     EXPECT_LT(attention_pair_timesteps(shape.head_dim, group, shape.dtype),
               attention_whole_timesteps(shape.head_dim, group, shape.dtype) / 2 + 1)
         << shape.name;
-    for (const auto& [batch, pairs_on, rope_table, paired] : std::vector<std::tuple<int64_t, bool, int, bool>>{
-             {32, true, 1, true}, {8, true, 1, false}, {32, false, 1, false}, {32, true, 0, false}}) {
+    for (const auto& [batch, mode, max_seq, rope_table, paired] : std::vector<std::tuple<int64_t, int32_t, int64_t, int, bool>>{
+             {32, 1, 512, 1, true}, {32, 0, 512, 1, false}, {32, 0, half, 1, true}, {32, 0, half + 1, 1, false},
+             {8, 1, 512, 1, false}, {32, -1, half, 1, false}, {32, 1, 512, 0, false}}) {
       shape.rope_table = rope_table;
+      shape.max_seq = max_seq;
       const Graph g = build_decoder_graph(shape);
       LowerOptions o{132};
-      o.attention_pairs = pairs_on;
+      o.attention_pairs = mode;
       TaskGraph tg = lower(g, SymbolValues(g.symbols().size(), batch), o);
       const MemoryPlan plan = plan_memory(g, tg);
       finalize_events(tg);
-      const std::string what = shape.name + " batch " + std::to_string(batch) + (pairs_on ? "" : " pairs off") +
-                               (rope_table ? "" : " no rope table");
+      const std::string what = shape.name + " batch " + std::to_string(batch) + " pairs " + std::to_string(mode) +
+                               " max_seq " + std::to_string(max_seq) + (rope_table ? "" : " no rope table");
       int checked = 0;
       for (const Task& t : tg.tasks) {
         if (t.dev_op != WEFT_DEV_OP_ATTENTION_DECODE_QKV) continue;
         EXPECT_EQ(t.tile.col1 - t.tile.col0, (paired ? 2 : 1) * head_cols) << what;
         EXPECT_EQ(t.tile.col0 % ((paired ? 2 : 1) * head_cols), 0) << what;
         EXPECT_EQ(t.args.i[3], paired ? 2 : 0) << what;
-        if (paired) EXPECT_EQ(t.args.d[9], 0) << what << ": a paired tile is never split";
+        if (paired) {
+          EXPECT_EQ(t.args.d[9], 0) << what << ": a paired tile is never split";
+        }
         checked += t.part == 0 ? 1 : 0;  // tiles (a split one has a task per part)
       }
       EXPECT_EQ(checked, shape.layers * batch * shape.kv_heads / (paired ? 2 : 1)) << what;
@@ -257,6 +261,11 @@ TEST(Lowering, AttentionPairsKvHeadsWhereTilesOutnumberTheSms) {
       EXPECT_NO_THROW(simulate(g, tg, sch, plan, SimulationOptions{5, 2})) << what;
     }
   }
+  EXPECT_TRUE(attention_may_pair(17, 32, 8, 64, DType::bf16, 132));
+  EXPECT_FALSE(attention_may_pair(16, 32, 8, 64, DType::bf16, 132));  // 128 tiles of one fit the SMs
+  EXPECT_FALSE(attention_may_pair(32, 24, 3, 64, DType::bf16, 132));  // an odd number of kv heads
+  EXPECT_FALSE(attention_may_pair(32, 48, 8, 64, DType::bf16, 132));  // 6 q heads per kv head
+  EXPECT_FALSE(attention_may_pair(32, 32, 8, 64, DType::f32, 132));
   EXPECT_EQ(attention_pair_timesteps(64, 4, DType::f32), 0);
   EXPECT_EQ(attention_pair_timesteps(128, 2, DType::bf16, 8192), 0);  // no room for the fixed part
 }
