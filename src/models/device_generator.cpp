@@ -240,30 +240,29 @@ class DeviceGenerator final : public Generator {
     return unfused_ && &model_->graph_for(batch) != &model_->graph() ? whole_unfused_.get() : whole_.get();
   }
 
+  // The timesteps `timesteps` gives the decoder's attention tiles (with the base shared memory: a kernel that gets
+  // more holds more) where the cache is longer, else 0; 0 too where the caller (`chosen` != 0) or `variable` decides.
+  static int64_t twin_attention_steps(const DecoderShape& s, int32_t chosen, const char* variable,
+                                      int64_t (*timesteps)(int64_t, int64_t, DType, int64_t)) {
+    const char* env = std::getenv(variable);
+    if (chosen != 0 || (env != nullptr && *env != '\0') || !s.fuse_attention || s.kv_heads < 1) return 0;
+    const int64_t steps = timesteps(s.head_dim, s.q_heads / s.kv_heads, s.dtype, WEFT_SMEM_BYTES_BASE);
+    return steps > 0 && s.max_seq > steps ? steps : 0;
+  }
   // Where a second program pays: the decoder's attention tiles split over the timesteps of a KV cache longer than a
   // tile holds whole (lower: attention_parts), which at positions below that (part 0 attends whole, the other parts
-  // idle) cost 1-4% a token against no split (docs/perf.md round 49). Returns the timesteps a tile holds whole
-  // (with the base shared memory: a kernel that gets more holds more), or 0 where the caller fixed the split
-  // (ProgramOptions::attention_split, $WEFT_ATTENTION_SPLIT) or nothing splits.
+  // idle) cost 1-4% a token against no split (docs/perf.md round 49). Returns the timesteps a tile holds whole, or 0
+  // where the caller fixed the split (ProgramOptions::attention_split, $WEFT_ATTENTION_SPLIT) or nothing splits.
   static int64_t whole_attention_steps(const DecoderShape& s, const ProgramOptions& options) {
-    const char* env = std::getenv("WEFT_ATTENTION_SPLIT");
-    if (options.attention_split != 0 || (env != nullptr && *env != '\0') || !s.fuse_attention || s.kv_heads < 1)
-      return 0;
-    const int64_t whole = attention_whole_timesteps(s.head_dim, s.q_heads / s.kv_heads, s.dtype);
-    return whole > 0 && s.max_seq > whole ? whole : 0;
+    return twin_attention_steps(s, options.attention_split, "WEFT_ATTENTION_SPLIT", attention_whole_timesteps);
   }
-
   // Where the unsplit twin also pairs attention's kv heads (ProgramOptions::attention_pairs 1: tiles of two where
   // tiles of one outnumber the SMs, each kv head attending on half the block), positions past what a half holds
-  // would run a pair's kv heads one by one, 6-9% slower a token than tiles of one (docs/perf.md round 53): the
-  // timesteps a half holds (with the base shared memory), or 0 where the caller or $WEFT_ATTENTION_PAIRS decides, or
-  // no tile pairs past them anyway (a cache that short pairs in every program, LowerOptions::attention_pairs 0).
+  // would run a pair's kv heads one by one, 6-16% slower a token than tiles of one (docs/perf.md round 53): the
+  // timesteps a half holds, or 0 where the caller or $WEFT_ATTENTION_PAIRS decides, or no tile pairs past them anyway
+  // (a cache that short pairs in every program, LowerOptions::attention_pairs 0).
   static int64_t pair_attention_steps(const DecoderShape& s, const ProgramOptions& options) {
-    const char* env = std::getenv("WEFT_ATTENTION_PAIRS");
-    if (options.attention_pairs != 0 || (env != nullptr && *env != '\0') || !s.fuse_attention || s.kv_heads < 1)
-      return 0;
-    const int64_t steps = attention_pair_timesteps(s.head_dim, s.q_heads / s.kv_heads, s.dtype);
-    return steps > 0 && s.max_seq > steps ? steps : 0;
+    return twin_attention_steps(s, options.attention_pairs, "WEFT_ATTENTION_PAIRS", attention_pair_timesteps);
   }
   // The positions below which a launch of `batch` rows runs the twin (whole_for): what a tile holds whole, or where
   // the twin pairs at this batch, what a half of its kernel's shared memory (`smem_bytes`) holds.

@@ -447,39 +447,35 @@ std::string expect_env_enters_key(const Graph& g, const CompileRequest& req, cac
   return r.key_hex;
 }
 
-// $WEFT_SPLIT_K_PARTS raises the split of the plain tensor-core linears (LowerOptions::split_k_parts): it changes
-// the tables, so it enters the cache key; a value that is not a power of two from 1 to WEFT_MMA_MAX_SPLIT is an
-// invalid_argument naming the variable, before anything compiles.
-TEST(DeviceCompile, SplitKPartsEnterTheKey) {
+// A lowering knob `name` that changes the tables of a batch-8 decoder: `value` enters the cache key, and each of
+// `bad` is an invalid_argument naming the variable and what was `expected`, before anything compiles.
+void expect_lowering_knob_enters_the_key(const char* name, const char* value, std::initializer_list<const char*> bad,
+                                         const std::string& expected) {
   ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
-  TempKernelCache tmp("weft-split-k");
+  TempKernelCache tmp(std::string("weft-knob-") + name);
   ASSERT_NE(tmp.kc, nullptr);
   cache::KernelCache& kc = *tmp.kc;
   const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
   CompileRequest req;
   req.symbols = SymbolValues(g.symbols().size(), 8);
-  std::optional<ScopedEnv> parts;
+  std::optional<ScopedEnv> knob;
   std::string unset_key;
-  expect_env_enters_key(g, req, kc, "WEFT_SPLIT_K_PARTS", "4", parts, unset_key);
-  expect_env_refused(g, req, kc, "WEFT_SPLIT_K_PARTS", {"0", "3", "32", "x", "2x"},
-                     "expected a power of two from 1 to " + std::to_string(WEFT_MMA_MAX_SPLIT));
+  expect_env_enters_key(g, req, kc, name, value, knob, unset_key);
+  expect_env_refused(g, req, kc, name, bad, expected);
 }
 
-// $WEFT_ATTENTION_PAIRS=0 keeps one kv head per attention tile where lowering would pair two (LowerOptions::
-// attention_pairs): it changes the tables, so it enters the cache key; a value other than 0 or 1 is an
-// invalid_argument naming the variable, before anything compiles.
+// $WEFT_SPLIT_K_PARTS raises the split of the plain tensor-core linears (LowerOptions::split_k_parts): a power of two
+// from 1 to WEFT_MMA_MAX_SPLIT.
+TEST(DeviceCompile, SplitKPartsEnterTheKey) {
+  expect_lowering_knob_enters_the_key("WEFT_SPLIT_K_PARTS", "4", {"0", "3", "32", "x", "2x"},
+                                      "expected a power of two from 1 to " + std::to_string(WEFT_MMA_MAX_SPLIT));
+}
+
+// $WEFT_ATTENTION_PAIRS (LowerOptions::attention_pairs): 0 pairs no attention tiles' kv heads, 1 pairs them whatever
+// the cache's length.
 TEST(DeviceCompile, AttentionPairsEnterTheKey) {
-  ScopedEnv dump("WEFT_DUMP_DIR", nullptr);
-  TempKernelCache tmp("weft-attn-pairs");
-  ASSERT_NE(tmp.kc, nullptr);
-  cache::KernelCache& kc = *tmp.kc;
-  const Graph g = build_decoder_graph(test::tiny_decoder(1, 8, 64));
-  CompileRequest req;
-  req.symbols = SymbolValues(g.symbols().size(), 8);
-  std::optional<ScopedEnv> pairs;
-  std::string unset_key;
-  expect_env_enters_key(g, req, kc, "WEFT_ATTENTION_PAIRS", "0", pairs, unset_key);
-  expect_env_refused(g, req, kc, "WEFT_ATTENTION_PAIRS", {"2", "x", "01", "-1"}, "expected 0 or 1");
+  expect_lowering_knob_enters_the_key("WEFT_ATTENTION_PAIRS", "0", {"2", "x", "01", "-1"}, "expected 0 or 1");
+  expect_lowering_knob_enters_the_key("WEFT_ATTENTION_PAIRS", "1", {}, "");
 }
 
 // $WEFT_ATTENTION_SPLIT caps the parts of a split attention tile: it changes the tables, so it enters the cache
