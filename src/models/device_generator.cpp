@@ -96,8 +96,8 @@ class DeviceGenerator final : public Generator {
     const DriverApi& d = driver();
     const auto batch = static_cast<size_t>(r.batch), steps = static_cast<size_t>(r.steps), plen = static_cast<size_t>(r.prompt_len);
     const size_t row = batch * sizeof(int32_t);
-    // Every launch below runs the unsplit program where all its positions lie below whole_steps_ (program_at);
-    // both are compiled before anything is timed.
+    // Every launch below runs the unsplit twin where all its positions lie below twin_steps (program_at); both are
+    // compiled before anything is timed.
     Program* whole = whole_for(r.batch);
     Program& split = program_for(r.batch);
     const int64_t below = whole ? twin_steps(r.batch, whole->specialize(SymbolValues{r.batch}).smem_bytes) : 0;
