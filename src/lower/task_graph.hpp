@@ -169,10 +169,10 @@ TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, i
 int64_t attention_whole_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
 // The same for each kv head of a tile of two (LowerOptions::attention_pairs): what half of that shared memory holds.
 int64_t attention_pair_timesteps(int64_t head_dim, int64_t group, DType dtype, int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
-// Whether `rows` rows of attention_decode_qkv with these heads take tiles of two kv heads on `sms` SMs where
-// LowerOptions::attention_pairs allows them and the op has a rope table operand (the device's pair path: an even
-// number of kv heads, 2, 4 or 8 q heads per kv head, a 16-bit dtype, head_dim 64 or 128, a pass of a half's warps
-// in half the ops' shared memory, more tiles of one than SMs).
+// Whether `rows` rows of attention_decode_qkv with these heads may take tiles of two kv heads on `sms` SMs: more
+// tiles of one than SMs and what the device's pair path takes (an even number of kv heads, 2, 4 or 8 q heads per kv
+// head, a 16-bit dtype, head_dim 64 or 128, a pass of a half's warps in half the ops' shared memory). Lowering also
+// asks for a rope table operand and LowerOptions::attention_pairs' leave (attention_pairs, op_lowering_table.cpp).
 bool attention_may_pair(int64_t rows, int64_t q_heads, int64_t kv_heads, int64_t head_dim, DType dtype, int64_t sms,
                         int64_t ops_smem_bytes = WEFT_SMEM_BYTES_BASE);
 

@@ -258,7 +258,7 @@ class DeviceGenerator final : public Generator {
   }
   // Where the unsplit twin also pairs attention's kv heads (ProgramOptions::attention_pairs 1: tiles of two where
   // tiles of one outnumber the SMs, each kv head attending on half the block), positions past what a half holds
-  // would run a pair's kv heads one by one, 6-16% slower a token than tiles of one (docs/perf.md round 53): the
+  // would run a pair's kv heads one by one, 6-9% slower a token than tiles of one (docs/perf.md round 53): the
   // timesteps a half holds, or 0 where the caller or $WEFT_ATTENTION_PAIRS decides, or no tile pairs past them anyway
   // (a cache that short pairs in every program, LowerOptions::attention_pairs 0).
   static int64_t pair_attention_steps(const DecoderShape& s, const ProgramOptions& options) {
