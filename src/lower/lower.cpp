@@ -132,8 +132,12 @@ void compute_full_waits(TaskGraph& tg) {
 }
 
 // Per node, the SMs its grid leaves free: the tiles of the long-set-up ops (OpLowering::long_setup) that read
-// its output, at most an eighth of the SMs (a batch's attention has many tasks; its producer still needs the
-// rest). Only producers: the o projection leaving the attention SMs free too measured no faster (H100,
+// its output — all of them where they take at most half the SMs, else an eighth of the SMs (LowerOptions::reserve_cap
+// may set another cap). A tile behind a producer tile on its SM copies its K/V rows only once that tile is done, and
+// the op waits for its last tile: the batch-8 attention's 64 tiles, 16 of them reserved, ran 6.1 us a layer longer
+// than all 64 reserved (Qwen3-0.6B; q/k/v on 68 SMs instead of 116 took 0.1 us longer: -10% a token, Llama-3.2-1B
+// -1.5%), while 64 of batch 32's 128 reserved made q/k/v slower and left the rest late (+1.7 to +2.5%; docs/perf.md
+// round 54). Only producers: the o projection leaving the attention SMs free too measured no faster (H100,
 // docs/perf.md), its tiles being larger. Tiles, not tasks: of a split attention tile only part 0 works at short
 // contexts (attn_split_part), and its producer's grid keeps its SMs (docs/perf.md round 24).
 std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const LowerOptions& options) {
@@ -148,7 +152,12 @@ std::vector<int64_t> reserved_sms(const Graph& g, const std::vector<std::vector<
     for (TensorId in : node.inputs)
       if (auto it = producer.find(in); in != kNoTensor && it != producer.end()) reserved[static_cast<size_t>(it->second)] += tiles;
   }
-  for (int64_t& r : reserved) r = std::min<int64_t>(r, options.num_sms / 8);
+  for (int64_t& r : reserved) {
+    const int64_t cap = options.reserve_cap >= 0 ? options.reserve_cap
+                        : r <= options.num_sms / 2 ? r
+                                                   : options.num_sms / 8;
+    r = std::min<int64_t>(r, cap);
+  }
   return reserved;
 }
 
@@ -367,10 +376,12 @@ void finalize_events(TaskGraph& tg) {
 }
 
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
-                           int32_t attention_split, int32_t split_k_parts, int32_t attention_pairs) {
+                           int32_t attention_split, int32_t split_k_parts, int32_t attention_pairs,
+                           int32_t reserve_cap) {
   LowerOptions o{num_sms, WEFT_SMEM_BYTES_BASE, attention_split};
   o.split_k_parts = split_k_parts;
   o.attention_pairs = attention_pairs;
+  o.reserve_cap = reserve_cap;
   TaskGraph base = lower(g, symbols, o);
   wide = false;
   if (sm < WEFT_SMEM_WIDE_MIN_SM || !may_use_tensor_core_tiles(base)) return base;

@@ -138,6 +138,10 @@ struct LowerOptions {
   // 1 whatever the cache's length (a program run only at positions below them: models/device_generator.cpp),
   // -1 never.
   int32_t attention_pairs = 0;
+  // The most SMs a producer's grid leaves free for the set-up of its long-set-up consumers' tiles (reserved_sms in
+  // lower.cpp); -1: all of them where they take at most half of num_sms, else an eighth of num_sms.
+  // $WEFT_RESERVED_SMS sets it, for measuring.
+  int32_t reserve_cap = -1;
 };
 
 // Cuts every op of `g` into tasks for the concrete symbol values `symbols`, with an event for every tile and
@@ -151,7 +155,7 @@ TaskGraph lower(const Graph& g, const SymbolValues& symbols, const LowerOptions&
 // changes neither the base size is kept: its larger L1 holds the task loop's spills.
 TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t sm, bool& wide,
                            int32_t attention_split = WEFT_ATTN_MAX_SPLIT, int32_t split_k_parts = 1,
-                           int32_t attention_pairs = 0);
+                           int32_t attention_pairs = 0, int32_t reserve_cap = -1);
 
 // The weight loader (WEFT_DEVLIB_LOADER, device/weight_loader.cuh) for a kernel lowered for compute capability
 // `sm`: whether it may link the loader's library — sm_90 or later, the CUDA-core library with bf16 one-row tiles

@@ -153,6 +153,20 @@ int32_t attention_pairs_mode() {
   return v == "1" ? 1 : -1;
 }
 
+// $WEFT_RESERVED_SMS=N: a producer's grid leaves at most N SMs free for its long-set-up consumers' tiles (lower.cpp,
+// reserved_sms), for measuring how many of a batch's attention tiles should set up beside their producer.
+constexpr int32_t kMaxReservedSms = 1024;
+int32_t reserve_cap_setting() {
+  const char* env = std::getenv("WEFT_RESERVED_SMS");
+  if (env == nullptr || *env == '\0') return -1;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 0 || v > kMaxReservedSms)
+    fail(Status::invalid_argument, std::string("WEFT_RESERVED_SMS='") + env + "': expected a whole number from 0 to " +
+                                       std::to_string(kMaxReservedSms));
+  return static_cast<int32_t>(v);
+}
+
 // $WEFT_WEIGHT_LOADER=1: kernels that may take the weight loader's library (weight_loader_applies) link it. Off by
 // default while it is measured against the per-warp streams (docs/perf.md round 42).
 bool weight_loader_requested() {
@@ -180,6 +194,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   if (request.attention_pairs < -1 || request.attention_pairs > 1)
     fail(Status::invalid_argument, "attention_pairs " + std::to_string(request.attention_pairs) + ": expected -1, 0 or 1");
   const int32_t attention_pairs = request.attention_pairs != 0 ? request.attention_pairs : attention_pairs_mode();
+  const int32_t reserve_cap = reserve_cap_setting();
   const bool want_loader = weight_loader_requested();
   const bool want_tagged = tagged_handoffs_requested();
   const std::string options_text = "queues=" + std::to_string(sms) + ";block=" + std::to_string(WEFT_BLOCK_THREADS) +
@@ -189,6 +204,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
                                    ";attn_split=" + std::to_string(attention_split) +
                                    ";split_k=" + std::to_string(split_k_parts) +
                                    ";attn_pairs=" + std::to_string(attention_pairs) +
+                                   ";reserve=" + std::to_string(reserve_cap) +
                                    ";loader=" + (want_loader ? "1" : "0") +
                                    ";tagged=" + (want_tagged ? "1" : "0") +
                                    ";codegen=" + codegen_version();
@@ -206,7 +222,8 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   }
 
   bool wide = false;
-  TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split, split_k_parts, attention_pairs);
+  TaskGraph tg = lower_for_device(g, values, sms, sm, wide, attention_split, split_k_parts, attention_pairs,
+                                 reserve_cap);
   bool loader = false;
   // The loader's kernel entry takes at most WEFT_LOADER_ENTRY_SLOTS tensors (config.cuh).
   if (want_loader && g.tensors().size() <= WEFT_LOADER_ENTRY_SLOTS && weight_loader_applies(tg, sm)) {

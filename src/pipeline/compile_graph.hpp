@@ -72,6 +72,9 @@ int32_t split_k_parts_floor();
 // LowerOptions::attention_pairs from $WEFT_ATTENTION_PAIRS: 0 gives -1 (never), 1 gives 1 (whatever the cache's
 // length), unset 0 (where every position fits). Throws weft::Error (Status::invalid_argument) for another value.
 int32_t attention_pairs_mode();
+// LowerOptions::reserve_cap from $WEFT_RESERVED_SMS (0 to 1024), or -1 where unset (lowering's
+// default). Throws weft::Error (Status::invalid_argument) naming the variable for another value.
+int32_t reserve_cap_setting();
 
 // `cache` may be null (no caching).
 CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache::KernelCache* cache);

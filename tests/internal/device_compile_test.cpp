@@ -478,6 +478,14 @@ TEST(DeviceCompile, AttentionPairsEnterTheKey) {
   expect_lowering_knob_enters_the_key("WEFT_ATTENTION_PAIRS", "1", {}, "");
 }
 
+// $WEFT_RESERVED_SMS caps the SMs attention's producer leaves free: it changes the grids, so it enters the key; a value
+// outside 0..1024 is refused naming the variable.
+TEST(DeviceCompile, ReservedSmsEnterTheKey) {
+  expect_lowering_knob_enters_the_key("WEFT_RESERVED_SMS", "0", {"-1", "1025", "x", "8x"},
+                                      "expected a whole number from 0 to 1024");
+  expect_lowering_knob_enters_the_key("WEFT_RESERVED_SMS", "64", {}, "");
+}
+
 // $WEFT_ATTENTION_SPLIT caps the parts of a split attention tile: it changes the tables, so it enters the cache
 // key (the same graph compiles again under another value, and hits under its own); a value outside 1..8 is an
 // invalid_argument naming the variable and the range, before anything compiles.
