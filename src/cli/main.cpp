@@ -140,7 +140,7 @@ int cmd_inspect(const Args& a) {
   const int32_t sms = a.sms > 0 ? a.sms : default_sm_count(a.arch);
   bool wide = false;
   TaskGraph tg = lower_for_device(g, symbol_values(g, a.set), sms, arch_sm(a.arch), wide, attention_split_limit(),
-                                  split_k_parts_floor(), attention_pairs_mode());
+                                  split_k_parts_floor(), attention_pairs_mode(), reserve_cap_setting());
   const MemoryPlan plan = plan_memory(g, tg);
   finalize_events(tg);
   const Schedule s = schedule_static(tg, sms);
