@@ -102,7 +102,7 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
         ASSERT_GE(producer, 0);
         const int64_t attn_tiles = l.tg.grids[n].count(), qkv_tiles = l.tg.grids[static_cast<size_t>(producer)].count();
         EXPECT_EQ(attn_tiles, batch * shape.kv_heads) << what;
-        if (batch == 1) EXPECT_EQ(l.tg.grids[n].k_parts, 8) << what;
+        if (batch == 1) { EXPECT_EQ(l.tg.grids[n].k_parts, 8) << what; }
         if (attn_tiles > 66) {  // an eighth of the SMs left free
           EXPECT_LE(qkv_tiles, 132 - 16) << what;
           EXPECT_GT(qkv_tiles, 66) << what;
@@ -119,7 +119,7 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
             ++checked;
           }
       }
-      if (batch * shape.kv_heads <= 66) EXPECT_EQ(checked, 2 * batch * shape.kv_heads) << what;
+      if (batch * shape.kv_heads <= 66) { EXPECT_EQ(checked, 2 * batch * shape.kv_heads) << what; }
     }
 }
 

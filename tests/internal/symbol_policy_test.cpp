@@ -118,7 +118,7 @@ TEST(SymbolMasking, TasksCarryTheirClip) {
     int64_t unit = 1;
     const std::vector<int64_t>& rows_of = n.op->name == "argmax" ? tg.shapes[static_cast<size_t>(n.inputs[0])] : tg.shapes[static_cast<size_t>(n.output)];
     for (size_t i = 1; i + 1 < rows_of.size(); ++i) unit *= rows_of[i];
-    if (rows_of.size() == 1) EXPECT_EQ(t.clip >> 8, 1) << n.op->name;
+    if (rows_of.size() == 1) { EXPECT_EQ(t.clip >> 8, 1) << n.op->name; }
     else EXPECT_EQ(t.clip >> 8, 0) << n.op->name;
     EXPECT_EQ(t.clip_unit, unit) << n.op->name;
   }
