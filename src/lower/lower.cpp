@@ -395,8 +395,11 @@ TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t 
   return better ? w : base;
 }
 
-TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t attention_split) {
-  return lower(g, symbols, LowerOptions{num_sms, WEFT_SMEM_BYTES_BASE, attention_split, WEFT_SMEM_BYTES_LOADER_OPS});
+TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, int32_t num_sms, int32_t attention_split,
+                                  int32_t reserve_cap) {
+  LowerOptions o{num_sms, WEFT_SMEM_BYTES_BASE, attention_split, WEFT_SMEM_BYTES_LOADER_OPS};
+  o.reserve_cap = reserve_cap;
+  return lower(g, symbols, o);
 }
 
 }  // namespace weft

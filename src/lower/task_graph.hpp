@@ -160,11 +160,11 @@ TaskGraph lower_for_device(const Graph& g, const SymbolValues& symbols, int32_t 
 // The weight loader (WEFT_DEVLIB_LOADER, device/weight_loader.cuh) for a kernel lowered for compute capability
 // `sm`: whether it may link the loader's library — sm_90 or later, the CUDA-core library with bf16 one-row tiles
 // (neither may_use_tensor_core_tiles nor one_row_tiles_f16), and every GEMV tile's x rows within the ops' smaller
-// share of shared memory. lower_for_weight_loader lowers for it (attention split for that share); the caller
-// checks weight_loader_applies on its result too.
+// share of shared memory. lower_for_weight_loader lowers for it (attention split for that share, `reserve_cap` as
+// LowerOptions::reserve_cap); the caller checks weight_loader_applies on its result too.
 bool weight_loader_applies(const TaskGraph& tg, int32_t sm);
 TaskGraph lower_for_weight_loader(const Graph& g, const SymbolValues& symbols, int32_t num_sms,
-                                  int32_t attention_split = WEFT_ATTN_MAX_SPLIT);
+                                  int32_t attention_split = WEFT_ATTN_MAX_SPLIT, int32_t reserve_cap = -1);
 
 // Timesteps an attention_decode_qkv tile holds whole in the shared-memory path (device attention_smem.cuh) with
 // `ops_smem_bytes` for the ops (LowerOptions::ops_smem_bytes): positions 0 .. that - 1 attend from shared memory

@@ -227,7 +227,7 @@ CompileResult compile_graph(const Graph& g, const CompileRequest& request, cache
   bool loader = false;
   // The loader's kernel entry takes at most WEFT_LOADER_ENTRY_SLOTS tensors (config.cuh).
   if (want_loader && g.tensors().size() <= WEFT_LOADER_ENTRY_SLOTS && weight_loader_applies(tg, sm)) {
-    TaskGraph lt = lower_for_weight_loader(g, values, sms, attention_split);
+    TaskGraph lt = lower_for_weight_loader(g, values, sms, attention_split, reserve_cap);
     if ((loader = weight_loader_applies(lt, sm))) tg = std::move(lt);
   }
   // Tagged hand-offs need the library whose task loop runs the one-row bf16 tiles (neither tensor cores nor f16 ones

@@ -123,6 +123,33 @@ TEST(Lowering, AttentionSetUpRunsBesideItsProducer) {
     }
 }
 
+// The weight loader's lowering (lower_for_weight_loader) leaves attention its SMs as lower_for_device does, and
+// takes the same cap ($WEFT_RESERVED_SMS through compile_graph): at batch 1 the q/k/v projection leaves one SM per
+// attention tile free by default and none under a cap of 0.
+TEST(Lowering, WeightLoaderLoweringTakesTheReserveCap) {
+  DecoderShape shape = qwen3_0_6b_shape();
+  shape.layers = 1;
+  shape.vocab = 1000;
+  const Graph g = build_decoder_graph(shape);
+  const SymbolValues one(g.symbols().size(), 1);
+  const TaskGraph by_default = lower_for_weight_loader(g, one, 132);
+  const TaskGraph uncapped = lower_for_weight_loader(g, one, 132, WEFT_ATTN_MAX_SPLIT, 0);
+  int checked = 0;
+  for (size_t n = 0; n < g.nodes().size(); ++n) {
+    const Node& attn = g.nodes()[n];
+    if (attn.op->name != std::string_view("attention_decode_qkv")) continue;
+    for (size_t p = 0; p < g.nodes().size(); ++p) {
+      if (g.nodes()[p].output != attn.inputs[0]) continue;
+      const int64_t attn_tiles = by_default.grids[n].count();
+      EXPECT_EQ(attn_tiles, shape.kv_heads);
+      EXPECT_LE(by_default.grids[p].count(), 132 - attn_tiles);
+      EXPECT_GT(uncapped.grids[p].count(), 132 - attn_tiles) << "the cap of 0 left attention SMs of its own";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, shape.layers);
+}
+
 // Split-KV attention (ATTENTION_DECODE_QKV in device/task_abi.h): a cache longer than the shared-memory path holds
 // unsplit gives each tile P parts, which the device's merge relies on: every part names P and itself, the parts of
 // a tile share one block of 2 x tile words per part and one counter, no two tiles share either, everything lies in
