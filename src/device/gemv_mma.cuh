@@ -188,13 +188,23 @@ __device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w,
   cp_async_commit();
 }
 
-// Before the task's wait: the first kGemvStages - 1 stages of this warp.
+// Stages of a tensor-core tile's stream requested before the task's wait (the run requests the rest of the ring's
+// kGemvStages - 1 first, before its loop). Its poll and x stage queue behind them, as the one-row tiles' do
+// (kGemvPrologueStages, gemv_stream.cuh). A measurement build may set it (scripts/devlib-build.sh with
+// DEVLIB_NVCC_FLAGS=-DWEFT_MMA_PROLOGUE_STAGES=n).
+#ifndef WEFT_MMA_PROLOGUE_STAGES
+#define WEFT_MMA_PROLOGUE_STAGES 3
+#endif
+constexpr int kMmaPrologueStages = WEFT_MMA_PROLOGUE_STAGES;
+static_assert(kMmaPrologueStages >= 1 && kMmaPrologueStages <= kGemvStages - 1, "the ring holds them");
+
+// Before the task's wait: the first kMmaPrologueStages stages of this warp.
 template <typename T, bool kPaired = false>
 __device__ __forceinline__ void gemv_mma_prologue(const weft_task_args* a, const T* w, const MmaStream& st,
                                                   char* smem) {
   char* ring = gemv_ring(smem);
   MmaCursor c(st);
-  for (int s = 0; s < kGemvStages - 1; ++s) {
+  for (int s = 0; s < kMmaPrologueStages; ++s) {
     gemv_mma_issue<T, kPaired>(ring, s, w, a, st, c);
     c.next(st);
   }
@@ -237,7 +247,13 @@ __device__ __forceinline__ void gemv_mma_blocks(const weft_task_args* a, const T
   int slot = 0;
   MmaCursor issue(st), use(st);
   const bool cut_start = use.part != 0 && st.f0 < st.total;  // this warp's range starts inside a group
-  for (int s = 0; s < kGemvStages - 1; ++s) issue.next(st);  // the prologue's stages
+  for (int s = 0; s < kMmaPrologueStages; ++s) issue.next(st);  // the prologue's stages
+  if constexpr (kMmaPrologueStages < kGemvStages - 1) {  // the rest of the ring, one group each, as the loop expects
+    for (int s = kMmaPrologueStages; s < kGemvStages - 1; ++s) {
+      gemv_mma_issue<T, kPaired>(ring, s, w, a, st, issue);
+      issue.next(st);
+    }
+  }
   for (; use.f < st.f1; use.next(st), issue.next(st)) {
     const i64 g = use.g;
     __syncwarp();  // every lane is done with the slot the next issue overwrites

@@ -188,6 +188,73 @@ __device__ __forceinline__ void silu_mul_x_rows(T* xs, i64 ldx, const T* g, i64 
       });
 }
 
+// rmsnorm_linear's x stage on the tensor-core path, by the whole block: the norm weight requested into w, the rows of
+// x (bulk copies where stage_x_rows takes them: its wait covers the weight's copies too) into xs at stride ldx, then
+// every row normalized in place with the rmsnorm op's arithmetic (its sum of squares in another order): each thread
+// sums its vectors of four rows at a time, the warps' sums meet in `red` (rows x (warps + 1) floats: the tile's
+// partial-sum region, unused until its stream ends), and every thread scales its vectors. The warp-per-row form
+// copied x and the weight one after the other (two round trips) and left each warp a row of 2048 alone: +4.5 us
+// in every batch-32 q/k/v tile (docs/perf.md round 35).
+template <typename T>
+__device__ __forceinline__ void rmsnorm_rows_staged(T* xs, i64 ldx, const T* x0, const T* nw, T* w, i64 k, i64 rows,
+                                                    float eps, float* red, char* smem) {
+  constexpr int N = Vec<T>::N, kGroup = 4;
+  const int per_row = static_cast<int>(k / N), nrows = static_cast<int>(rows);
+  for (int v = tid(); v < per_row; v += WEFT_BLOCK_THREADS)
+    cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(w + v * N)), nw + v * N);
+  cp_async_commit();
+  stage_x_rows(xs, ldx, x0, k, k, rows, smem);  // ends with cp_async_wait<0>: the weight has landed too
+  block_sync();  // the rows (thread 0 waited for the bulk copies) and the weight, seen by every thread
+  for (int r0 = 0; r0 < nrows; r0 += kGroup) {
+    float ss[kGroup] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int v = tid(); v < per_row; v += WEFT_BLOCK_THREADS) {
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        if (r0 + i >= nrows) break;
+        float xv[N];
+        load_vec(xs + (r0 + i) * ldx + v * N, xv);
+#pragma unroll
+        for (int j = 0; j < N; ++j) ss[i] = fmaf(xv[j], xv[j], ss[i]);
+      }
+    }
+#pragma unroll
+    for (int off = WEFT_WARP_THREADS / 2; off > 0; off >>= 1)
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) ss[i] += __shfl_xor_sync(0xffffffffu, ss[i], off);
+    if (lane() == 0)
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i)
+        if (r0 + i < nrows) red[(r0 + i) * WEFT_BLOCK_WARPS + warp()] = ss[i];
+  }
+  block_sync();
+  float* inv = red + nrows * WEFT_BLOCK_WARPS;
+  if (tid() < nrows) {
+    float t = 0.0f;
+#pragma unroll
+    for (int i = 0; i < WEFT_BLOCK_WARPS; ++i) t += red[tid() * WEFT_BLOCK_WARPS + i];
+    inv[tid()] = 1.0f / sqrtf(t / static_cast<float>(k) + eps);
+  }
+  block_sync();
+  for (int v = tid(); v < per_row; v += WEFT_BLOCK_THREADS) {
+    float wv[N];
+    load_vec(w + v * N, wv);
+    for (int r = 0; r < nrows; ++r) {
+      const float f = inv[r];
+      float xv[N];
+      load_vec(xs + r * ldx + v * N, xv);
+#pragma unroll
+      for (int j = 0; j < N; ++j) xv[j] = __fmul_rn(__fmul_rn(xv[j], f), wv[j]);
+      store_vec(xs + r * ldx + v * N, xv);
+    }
+  }
+}
+
+// The batched rmsnorm_linear x stage: 1 the block-wide one above, 0 a warp per row as it was. A measurement build may
+// set it (scripts/devlib-build.sh with DEVLIB_NVCC_FLAGS=-DWEFT_NORM_STAGE_BLOCK=0|1).
+#ifndef WEFT_NORM_STAGE_BLOCK
+#define WEFT_NORM_STAGE_BLOCK 0
+#endif
+
 template <typename T>
 __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env, char* smem) {
   const T* x = in_ptr<T>(a, env, 0);
@@ -202,7 +269,11 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
     // warp per row up to kNormWarpMaxCols, else the whole block per row; a single row (batch-1 decode) by the
     // whole block too: one warp of eight normalizing Qwen3-0.6B's 1024 columns alone kept the other seven
     // waiting on the critical path (1.30 -> 1.25 ms per token, H200).
-    if (spare != nullptr && aligned16(x) && aligned16(nw)) {
+    if (WEFT_NORM_STAGE_BLOCK && spare != nullptr && aligned16(x) && aligned16(nw)) {
+      // The tile's partial sums lie right behind its x rows (linear_streamed).
+      rmsnorm_rows_staged<T>(xs, ldx, x + a->row0 * k, nw, spare, k, rows, eps,
+                             reinterpret_cast<float*>(xs + rows * ldx), smem);
+    } else if (spare != nullptr && aligned16(x) && aligned16(nw)) {
       stage_rows_async(xs, ldx, x + a->row0 * k, k, k, rows);
       stage_rows_async(spare, k, nw, k, k, 1);
       block_sync();

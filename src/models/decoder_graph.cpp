@@ -156,6 +156,8 @@ Graph build_decoder_graph(const DecoderShape& s) {
   const bool fuse = wanted && fused_linear_supported(s.hidden, s.dtype) && fused_linear_supported(s.ffn, s.dtype);
   // Unfused, SwiGLU may run inside the gate/up projection's tiles instead (DecoderShape::swiglu_epilogue).
   const bool swiglu = s.swiglu_epilogue > 0 || (s.swiglu_epilogue < 0 && swiglu_epilogue_pays(s));
+  // Unfused, the q/k/v projection and the logits may still take their norms (DecoderShape::norms_in_linears).
+  const bool norm_in = fuse || (s.norms_in_linears > 0 && fused_linear_supported(s.hidden, s.dtype));
   // cos / sin at each row's position, for every layer's attention (DecoderShape::rope_table).
   TensorId rope_tab = kNoTensor;
   if (s.fuse_attention && (s.rope_table > 0 || (s.rope_table < 0 && !fuse)))
@@ -170,7 +172,7 @@ Graph build_decoder_graph(const DecoderShape& s) {
     const TensorId vc = g.add_tensor(TensorKind::state, "layers." + std::to_string(l) + ".v_cache", s.dtype, cache);
     const TensorId in_norm = weight(p + "input_layernorm.weight", {s.hidden});
     const TensorId qkv_w = weight(p + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, s.hidden});
-    const TensorId qkv = fuse ? g.add_op("rmsnorm_linear", {h, in_norm, qkv_w}, eps, o + "qkv")
+    const TensorId qkv = norm_in ? g.add_op("rmsnorm_linear", {h, in_norm, qkv_w}, eps, o + "qkv")
                               : g.add_op("linear", {g.add_op("rmsnorm", {h, in_norm}, eps, o + "attn_in"), qkv_w}, {}, o + "qkv");
     const TensorId q_norm = s.qk_norm ? weight(p + "self_attn.q_norm.weight", {s.head_dim}) : kNoTensor;
     const TensorId k_norm = s.qk_norm ? weight(p + "self_attn.k_norm.weight", {s.head_dim}) : kNoTensor;
@@ -212,7 +214,7 @@ Graph build_decoder_graph(const DecoderShape& s) {
   const TensorId lm_head = s.tie_word_embeddings ? embed : weight("lm_head.weight", {s.vocab, s.hidden});
   // Fused, the final norm runs in every logits tile instead of as a one-task op of its own with an event
   // boundary on each side (~5 us of a decode step's critical path).
-  const TensorId logits = fuse ? g.add_op("rmsnorm_linear", {h, final_norm, lm_head}, eps, "logits")
+  const TensorId logits = norm_in ? g.add_op("rmsnorm_linear", {h, final_norm, lm_head}, eps, "logits")
                                : g.add_op("linear", {g.add_op("rmsnorm", {h, final_norm}, eps, "final_norm"), lm_head},
                                           {}, "logits");
   g.mark_output(logits, "");
