@@ -188,21 +188,28 @@ __device__ __forceinline__ void silu_mul_x_rows(T* xs, i64 ldx, const T* g, i64 
       });
 }
 
-// rmsnorm_linear's x stage on the tensor-core path, by the whole block: the norm weight requested into w, the rows of
-// x (bulk copies where stage_x_rows takes them: its wait covers the weight's copies too) into xs at stride ldx, then
-// every row normalized in place with the rmsnorm op's arithmetic (its sum of squares in another order): each thread
-// sums its vectors of four rows at a time, the warps' sums meet in `red` (rows x (warps + 1) floats: the tile's
-// partial-sum region, unused until its stream ends), and every thread scales its vectors. The warp-per-row form
-// copied x and the weight one after the other (two round trips) and left each warp a row of 2048 alone: +4.5 us
-// in every batch-32 q/k/v tile (docs/perf.md round 35).
+// The x stage of a tensor-core tile that normalizes its rows (rmsnorm_linear; linear_silu_mul with a norm weight), by
+// the whole block: the rows of x (bulk copies where stage_x_rows takes them) into xs at stride ldx, then every row
+// normalized in place with the rmsnorm op's arithmetic (its sum of squares in another order): each thread sums its
+// vectors of four rows at a time, the warps' sums meet in `red` (rows x (warps + 1) floats: the tile's partial-sum
+// region, unused until its stream ends), and every thread scales its vectors. The norm weight nw is requested into
+// w (shared memory) beside x, its copies covered by the stage's wait, or, with w null, read from nw, the thread's
+// first vector requested before the stage so that its round trip overlaps x's. The warp-per-row form copied x and
+// the weight one after the other (two round trips) and left each warp a row of 2048 alone: +4.5 us in every
+// batch-32 q/k/v tile (docs/perf.md round 35). x, nw and w 16-byte aligned, k a multiple of Vec<T>::N.
 template <typename T>
 __device__ __forceinline__ void rmsnorm_rows_staged(T* xs, i64 ldx, const T* x0, const T* nw, T* w, i64 k, i64 rows,
                                                     float eps, float* red, char* smem) {
   constexpr int N = Vec<T>::N, kGroup = 4;
   const int per_row = static_cast<int>(k / N), nrows = static_cast<int>(rows);
-  for (int v = tid(); v < per_row; v += WEFT_BLOCK_THREADS)
-    cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(w + v * N)), nw + v * N);
-  cp_async_commit();
+  float w0[N];
+  if (w != nullptr) {
+    for (int v = tid(); v < per_row; v += WEFT_BLOCK_THREADS)
+      cp_async16_keep(static_cast<unsigned int>(__cvta_generic_to_shared(w + v * N)), nw + v * N);
+    cp_async_commit();
+  } else if (tid() < per_row) {
+    load_vec(nw + tid() * N, w0);
+  }
   stage_x_rows(xs, ldx, x0, k, k, rows, smem);  // ends with cp_async_wait<0>: the weight has landed too
   block_sync();  // the rows (thread 0 waited for the bulk copies) and the weight, seen by every thread
   for (int r0 = 0; r0 < nrows; r0 += kGroup) {
@@ -237,7 +244,14 @@ __device__ __forceinline__ void rmsnorm_rows_staged(T* xs, i64 ldx, const T* x0,
   block_sync();
   for (int v = tid(); v < per_row; v += WEFT_BLOCK_THREADS) {
     float wv[N];
-    load_vec(w + v * N, wv);
+    if (w != nullptr) {
+      load_vec(w + v * N, wv);
+    } else if (v == static_cast<int>(tid())) {
+#pragma unroll
+      for (int j = 0; j < N; ++j) wv[j] = w0[j];
+    } else {
+      load_vec(nw + v * N, wv);
+    }
     for (int r = 0; r < nrows; ++r) {
       const float f = inv[r];
       float xv[N];

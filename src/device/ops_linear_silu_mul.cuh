@@ -1,7 +1,8 @@
 // linear_silu_mul: a gate/up projection with SwiGLU in its epilogue, silu(x · gateᵀ) * (x · upᵀ) for a weight
 // [2F, K] whose rows [0, F) are the gate's and [F, 2F) the up's. A batched decoder step otherwise runs the
 // projection, an op boundary, then silu_mul as an op of its own (~9 us of a Llama-3.2-1B layer at 32 rows).
-// Both products are rounded to the dtype before the SwiGLU, as the two ops round them, so the result is theirs.
+// Both products are rounded to the dtype before the SwiGLU, as the two ops round them, so the result is theirs. With
+// a norm weight (in[2]) the tile normalizes its x rows first, as rmsnorm_linear's do (rmsnorm_rows_staged).
 //
 // Tensor-core tiles (2..32 rows, bf16 / f16) stream the tile's gate and up rows as one paired stream
 // (gemv_mma.cuh): the 8 gate rows of a column group, then its 8 up rows, so one plan and one ring serve both and
@@ -14,7 +15,9 @@
 #include "common.cuh"
 #include "gemv_mma.cuh"
 #include "ops_elementwise.cuh"
+#include "ops_fused_linear.cuh"
 #include "ops_linear.cuh"
+#include "ops_norm.cuh"
 
 namespace weft_dev {
 
@@ -62,7 +65,19 @@ __device__ __forceinline__ bool linear_silu_mul_mma(const weft_task_args* a, con
   const i64 k = a->d[0], f = a->d[1];
   const int rows = static_cast<int>(a->row1 - a->row0), cols = static_cast<int>(a->col1 - a->col0);
   const SwigluTile<T> t(a, smem);
-  stage_x_rows(t.xs, t.ldx, x + a->row0 * k, k, k, rows, smem);
+  const T* nw = in_ptr<T>(a, env, 2);  // the norm weight, or null
+  if (nw == nullptr) {
+    stage_x_rows(t.xs, t.ldx, x + a->row0 * k, k, k, rows, smem);
+  } else if (aligned16(x) && aligned16(nw)) {
+    rmsnorm_rows_staged<T>(t.xs, t.ldx, x + a->row0 * k, nw, nullptr, k, rows, a->f[0], t.parts, smem);
+  } else {  // rows the decoder never has: staged as they are, then normalized a row at a time by the block
+    stage_x_rows(t.xs, t.ldx, x + a->row0 * k, k, k, rows, smem);
+    block_sync();
+    float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
+    for (int r = 0; r < rows; ++r)
+      norm_row<T, true, false>(t.xs + r * t.ldx, nw, nullptr, t.xs + r * t.ldx, k, a->f[0], 0, k, tid(),
+                               WEFT_BLOCK_THREADS, scratch);
+  }
   block_sync();
   T* ob = t.ob;
   const i64 row0 = a->row0;
@@ -79,21 +94,33 @@ __device__ __forceinline__ bool linear_silu_mul_mma(const weft_task_args* a, con
 }
 
 // Any tile: a warp per column, its gate and up dot products with up to kGemvRows x rows at a time (read from global
-// memory: this path is for shapes a decoder does not have, not for speed). Out of line: the task loop inlines the
-// tensor-core tile only.
+// memory: this path is for shapes a decoder does not have, or a bucket's tile cut to one row, not for speed); with a
+// norm weight a row at a time, normalized into shared memory first by the block. Out of line: the task loop inlines
+// the tensor-core tile only.
 template <typename T>
-__device__ __noinline__ void linear_silu_mul_columns(const weft_task_args* a, const weft_env* env) {
+__device__ __noinline__ void linear_silu_mul_columns(const weft_task_args* a, const weft_env* env, char* smem) {
   const T* x = in_ptr<T>(a, env, 0);
   const T* w = in_ptr<T>(a, env, 1);
+  const T* nw = in_ptr<T>(a, env, 2);
   T* o = out_ptr<T>(a, env);
   const i64 k = a->d[0], f = a->d[1];
-  const bool vec = aligned16(x) && aligned16(w) && (k * static_cast<i64>(sizeof(T))) % 16 == 0;
-  for (i64 r0 = a->row0; r0 < a->row1; r0 += kGemvRows) {
-    const int rows = static_cast<int>(a->row1 - r0 < kGemvRows ? a->row1 - r0 : kGemvRows);
+  T* xn = reinterpret_cast<T*>(smem);  // a normalized row (no stream runs on this path: nothing else is in flight)
+  float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
+  const int step = nw != nullptr ? 1 : kGemvRows;
+  for (i64 r0 = a->row0; r0 < a->row1; r0 += step) {
+    const int rows = static_cast<int>(a->row1 - r0 < step ? a->row1 - r0 : step);
+    const T* xr = x + r0 * k;
+    if (nw != nullptr) {
+      block_sync();  // every warp is done with the previous row
+      norm_row<T, true, false>(xr, nw, nullptr, xn, k, a->f[0], 0, k, tid(), WEFT_BLOCK_THREADS, scratch);
+      block_sync();
+      xr = xn;
+    }
+    const bool vec = aligned16(xr) && aligned16(w) && (k * static_cast<i64>(sizeof(T))) % 16 == 0;
     for (i64 n = a->col0 + warp(); n < a->col1; n += WEFT_BLOCK_WARPS) {
       float g[kGemvRows], u[kGemvRows];
-      gemv_column<T, kGemvRows>(x + r0 * k, w + n * k, k, rows, vec, g);
-      gemv_column<T, kGemvRows>(x + r0 * k, w + (f + n) * k, k, rows, vec, u);
+      gemv_column<T, kGemvRows>(xr, w + n * k, k, rows, vec, g);
+      gemv_column<T, kGemvRows>(xr, w + (f + n) * k, k, rows, vec, u);
       float mine = 0.0f;  // lane r stores row r
 #pragma unroll
       for (int r = 0; r < kGemvRows; ++r)
@@ -109,7 +136,7 @@ __device__ void linear_silu_mul_impl(const weft_task_args* a, const weft_env* en
   if constexpr (sizeof(T) == 2) {
     if (linear_silu_mul_mma<T>(a, env, smem)) return;
   }
-  linear_silu_mul_columns<T>(a, env);
+  linear_silu_mul_columns<T>(a, env, smem);
 }
 
 // Every tile of the op, out of line (see WEFT_GEMV_OP_RUN, ops_linear.cuh).

@@ -258,9 +258,10 @@ struct weft_queues {
 //                   tile. Where n timesteps do not fit the shared-memory path (or the position is
 //                   bad), part 0 runs the whole tile unsplit and the others nothing. Events count P per launch.
 //                   Scratch as for LINEAR's split.
-//  LINEAR_SILU_MUL  in: x [R, K], weight [2F, K] (gate rows [0, F), up rows [F, 2F)). d0=K, d1=F (= C).
-//                   silu(x · gateᵀ) * (x · upᵀ), each product rounded to dtype first, as linear then silu_mul
-//                   compute it.
+//  LINEAR_SILU_MUL  in: x [R, K], weight [2F, K] (gate rows [0, F), up rows [F, 2F)), norm weight [K] or -1.
+//                   d0=K, d1=F (= C). f0=eps. silu(x · gateᵀ) * (x · upᵀ), each product rounded to dtype first,
+//                   as linear then silu_mul compute it; with a norm weight x is first RMS-normalized and rounded,
+//                   as rmsnorm computes it.
 //  ROPE_TABLE       in: positions [R]. Output [R, hd] f32: cos of pair i at the row's position in column i, its sin
 //                   in column hd/2 + i, computed as ROPE computes them (in double, rounded to f32). Whole rows.
 //                   d2=hd, d4..d8 and i0, i1 as ATTENTION_DECODE_QKV's.

@@ -231,11 +231,12 @@ TileGrid linear_silu_mul_grid(const LowerCtx& c) {
   }
 }
 std::vector<Region> linear_silu_mul_reads(const LowerCtx& c, size_t k, const Region& t) {
-  return k == 0 ? same_rows(c, k, t) : std::vector<Region>{};  // the weight: not written by any op
+  return k == 0 ? same_rows(c, k, t) : std::vector<Region>{};  // the weight and norm weight: not written by any op
 }
 void linear_silu_mul_args(const LowerCtx& c, weft_task_args& a) {
   a.d[0] = c.in_shape(1)[1];
   a.d[1] = c.out_view().cols;
+  a.f[0] = static_cast<float>(c.attr_num("eps"));  // used where in[2], the norm weight, is present
 }
 
 TileGrid matmul_grid(const LowerCtx& c) { return column_grid(c, 8, 8, 64); }

@@ -156,7 +156,8 @@ Graph build_decoder_graph(const DecoderShape& s) {
   const bool fuse = wanted && fused_linear_supported(s.hidden, s.dtype) && fused_linear_supported(s.ffn, s.dtype);
   // Unfused, SwiGLU may run inside the gate/up projection's tiles instead (DecoderShape::swiglu_epilogue).
   const bool swiglu = s.swiglu_epilogue > 0 || (s.swiglu_epilogue < 0 && swiglu_epilogue_pays(s));
-  // Unfused, the q/k/v projection and the logits may still take their norms (DecoderShape::norms_in_linears).
+  // Unfused, the q/k/v projection, the gate/up projection where it takes SwiGLU too, and the logits may still take
+  // their norms (DecoderShape::norms_in_linears).
   const bool norm_in = fuse || (s.norms_in_linears > 0 && fused_linear_supported(s.hidden, s.dtype));
   // cos / sin at each row's position, for every layer's attention (DecoderShape::rope_table).
   TensorId rope_tab = kNoTensor;
@@ -204,9 +205,14 @@ Graph build_decoder_graph(const DecoderShape& s) {
       const TensorId gu = g.add_op("rmsnorm_linear", {h, post_norm, gu_w}, eps, o + "gate_up");
       h = g.add_op("silu_mul_linear", {gu, down_w, kNoTensor, h}, {}, o + "h_mlp");
     } else {
-      const TensorId mlp_in = g.add_op("rmsnorm", {h, post_norm}, eps, o + "mlp_in");
-      const TensorId act = swiglu ? g.add_op("linear_silu_mul", {mlp_in, gu_w}, {}, o + "gate_up_act")
-                                  : g.add_op("silu_mul", {g.add_op("linear", {mlp_in, gu_w}, {}, o + "gate_up")}, {}, o + "act");
+      TensorId act;
+      if (swiglu && norm_in) {
+        act = g.add_op("linear_silu_mul", {h, gu_w, post_norm}, eps, o + "gate_up_act");
+      } else {
+        const TensorId mlp_in = g.add_op("rmsnorm", {h, post_norm}, eps, o + "mlp_in");
+        act = swiglu ? g.add_op("linear_silu_mul", {mlp_in, gu_w}, {}, o + "gate_up_act")
+                     : g.add_op("silu_mul", {g.add_op("linear", {mlp_in, gu_w}, {}, o + "gate_up")}, {}, o + "act");
+      }
       h = g.add_op("linear", {act, down_w, kNoTensor, h}, {}, o + "h_mlp");
     }
   }

@@ -36,8 +36,9 @@ struct DecoderShape {
   // never, -1 the default, where swiglu_epilogue_pays.
   int swiglu_epilogue = -1;
   // Where the norms and SwiGLU are separate ops (fuse_linear_inputs 0): whether the q/k/v projection and the logits
-  // still take their norms into their tiles (rmsnorm_linear), removing two norm ops and their boundaries: 1 always, 0
-  // or -1 (the default) never.
+  // still take their norms into their tiles (rmsnorm_linear), and the gate/up projection too where it takes SwiGLU
+  // (linear_silu_mul with its norm weight), removing the norm ops and their boundaries: 1 always, 0 or -1 (the
+  // default) never.
   int norms_in_linears = -1;
   // Whether each layer's slices, q/k head norms, rope and attention are one attention_decode_qkv op (true) or
   // the separate ops (false, to measure the difference).

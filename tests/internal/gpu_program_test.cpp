@@ -141,6 +141,12 @@ TEST(GpuOps, EveryOpMatchesTheReference) {
         specs.push_back({"linear_silu_mul", {}, {{5, 384}, {2 * 203, 384}}});
         specs.push_back({"linear_silu_mul", {}, {{40, 1024}, {2 * 96, 1024}}});
         specs.push_back({"linear_silu_mul", {}, {{1, 2048}, {2 * 300, 2048}}});
+        // With a norm weight (x normalized in every tile first, as rmsnorm_linear's): 8 and 32 rows on the tensor
+        // cores (the block-wide norm, the weight read from L2), one row (normalized into shared memory, then the
+        // warp-per-column path).
+        specs.push_back({"linear_silu_mul", {{"eps", 1e-5}}, {{8, 2048}, {2 * 1056, 2048}, {2048}}});
+        specs.push_back({"linear_silu_mul", {{"eps", 1e-5}}, {{32, 2048}, {2 * 520, 2048}, {2048}}});
+        specs.push_back({"linear_silu_mul", {{"eps", 1e-5}}, {{1, 1024}, {2 * 96, 1024}, {1024}}});
         // Tiles split over K (a plain linear whose rows fit no tile whole: weft_mma_split_parts, the last part of
         // each tile adding the others' sums from scratch): 32 rows of K 8192 with bias and residual (4 parts of
         // 2048 with the wide shared memory, 8 of 1024 at the base size), 12 rows of K 8192 with a partial last

@@ -121,13 +121,21 @@ TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
     EXPECT_EQ(count(separate, "silu_mul"), 0) << s.hidden;
     s.swiglu_epilogue = 0;
     EXPECT_EQ(count(build_decoder_graph(s), "silu_mul"), 1) << s.hidden;
-    // norms_in_linears = 1 keeps SwiGLU where it was but gives the q/k/v projection and the logits their norms.
+    // norms_in_linears = 1 keeps SwiGLU where it was but gives every linear fed by a norm its norm: the q/k/v
+    // projection and the logits (rmsnorm_linear), the gate/up projection (linear_silu_mul's norm weight).
     s.swiglu_epilogue = -1;
     s.norms_in_linears = 1;
     const Graph norms_in = build_decoder_graph(s);
     EXPECT_EQ(count(norms_in, "rmsnorm_linear"), 2) << s.hidden;
-    EXPECT_EQ(count(norms_in, "rmsnorm"), 1) << s.hidden;
+    EXPECT_EQ(count(norms_in, "rmsnorm"), 0) << s.hidden;
     EXPECT_EQ(count(norms_in, "linear_silu_mul"), 1) << s.hidden;
+    for (const Node& n : norms_in.nodes())
+      if (n.op->name == std::string_view("linear_silu_mul")) {
+        ASSERT_EQ(n.inputs.size(), 3u) << s.hidden;
+        EXPECT_EQ(n.inputs[2], norms_in.find_tensor("model.layers.0.post_attention_layernorm.weight")) << s.hidden;
+      }
+    s.swiglu_epilogue = 0;  // without SwiGLU in its tiles the gate/up projection keeps its norm op
+    EXPECT_EQ(count(build_decoder_graph(s), "rmsnorm"), 1) << s.hidden;
     EXPECT_EQ(norms_in.nodes()[static_cast<size_t>(norms_in.tensor(norms_in.find_tensor("logits")).producer)].op->name,
               "rmsnorm_linear");
     EXPECT_EQ(norms_in.nodes()[static_cast<size_t>(norms_in.tensor(norms_in.find_tensor("l0.qkv")).producer)].op->name,

@@ -114,7 +114,22 @@ TEST(FusedLinearOps, EqualTheTwoOpsTheyReplace) {
       auto got3 = run_op("linear_silu_mul", {x, wgu}).out;
       EXPECT_EQ(got3.shape, (std::vector<int64_t>{rows, n}));
       EXPECT_EQ(got3.f, want3.f) << "linear_silu_mul " << dtype_name(dt) << " rows=" << rows;
+
+      auto want4 = run_op("silu_mul", {run_op("linear", {normed, wgu}).out}).out;
+      auto got4 = run_op("linear_silu_mul", {x, wgu, nw}, {{"eps", 1e-5}}).out;
+      EXPECT_EQ(got4.f, want4.f) << "linear_silu_mul with a norm weight " << dtype_name(dt) << " rows=" << rows;
     }
+}
+
+// linear_silu_mul's norm weight is one row of x's K, of x's dtype.
+TEST(FusedLinearOps, LinearSiluMulRefusesANormWeightOfAnotherLength) {
+  auto x = random_buffer(DType::bf16, {2, 256}, 1), w = random_buffer(DType::bf16, {8, 256}, 2);
+  try {
+    run_op("linear_silu_mul", {x, w, random_buffer(DType::bf16, {128}, 3)});
+    ADD_FAILURE() << "a norm weight of 128 values for K 256 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("norm_weight"), std::string::npos) << e.what();
+  }
 }
 
 // linear_silu_mul's weight stacks the gate's rows and the up's: an odd row count, or x of another K, is refused

@@ -3,9 +3,10 @@
 // intermediate rounded to the dtype in between; on the GPU every tile normalizes (or activates) its own copy of
 // x while its weights stream in, which removes one op, and one wait, from a decoder layer's critical path.
 // The device runs them only as streamed GEMV tiles, hence the limits on K below.
-// And one fusion of a linear with the op it feeds: linear_silu_mul (the gate/up projection, then SwiGLU), whose
-// tiles compute the SwiGLU of their own columns once, for batched steps where every down-projection tile
-// activating all of x (silu_mul_linear) costs more than the op boundary it saves. Any K and dtype.
+// And one fusion of a linear with the op it feeds: linear_silu_mul (the gate/up projection, then SwiGLU; optionally
+// after an rmsnorm of x, as rmsnorm_linear), whose tiles compute the SwiGLU of their own columns once, for batched
+// steps where every down-projection tile activating all of x (silu_mul_linear) costs more than the op boundary it
+// saves. Any K and dtype.
 #include "graph/op_def.hpp"
 #include "graph/ops/ref_kernels.hpp"
 #include "reference/buffer.hpp"
@@ -65,7 +66,8 @@ TensorType infer_silu_mul_linear(const InferCtx& c) {
   return infer_linear_tail(c, 1, 2);
 }
 
-// x [.., K], weight [2F, K] (the gate's rows, then the up's): [.., F].
+// x [.., K], weight [2F, K] (the gate's rows, then the up's), optionally norm_weight [K] (x RMS-normalized first, as
+// rmsnorm_linear normalizes it): [.., F].
 TensorType infer_linear_silu_mul(const InferCtx& c) {
   c.expect_float(0);
   c.expect_rank_at_least(0, 1);
@@ -79,6 +81,12 @@ TensorType infer_linear_silu_mul(const InferCtx& c) {
   if (two_f % 2 != 0)
     c.fail("operand 'weight' has " + std::to_string(two_f) +
            " rows; expected an even number: the gate's F rows, then the up's F rows");
+  if (c.has(2)) {
+    c.expect_same_dtype(0, 2);
+    c.expect_rank(2, 1);
+    c.expect_dim_equal(0, -1, 2, 0);
+    if (!(c.attr_num("eps") > 0)) c.fail("attribute 'eps' is " + std::to_string(c.attr_num("eps")) + "; expected > 0");
+  }
   TensorType out = c.in(0);
   out.shape.back() = Dim::fixed(two_f / 2);
   return out;
@@ -94,14 +102,19 @@ Buffer intermediate(const Buffer& x, int64_t cols) {
   return t;
 }
 
-void ref_rmsnorm_linear(const RefCtx& c) {
-  const Buffer &x = c.in(0), &nw = c.in(1);
+// x's rows RMS-normalized by nw, rounded to x's dtype: the rmsnorm op's result.
+Buffer rms_normalized(const Buffer& x, const Buffer& nw, float eps) {
   const int64_t d = x.last();
   Buffer t = intermediate(x, d);
-  const float eps = static_cast<float>(c.attr_num("eps"));
   for (int64_t r = 0; r < x.rows(); ++r)
     rms_row(&x.f[static_cast<size_t>(r * d)], nw.f.data(), &t.f[static_cast<size_t>(r * d)], d, eps);
   t.round_to_dtype();
+  return t;
+}
+
+void ref_rmsnorm_linear(const RefCtx& c) {
+  const Buffer& x = c.in(0);
+  const Buffer t = rms_normalized(x, c.in(1), static_cast<float>(c.attr_num("eps")));
   linear_rows(t.f.data(), c.in(2), c.has(3) ? &c.in(3) : nullptr, c.has(4) ? &c.in(4) : nullptr, c.out(), x.rows());
 }
 
@@ -114,12 +127,14 @@ void ref_silu_mul_linear(const RefCtx& c) {
   linear_rows(t.f.data(), c.in(1), c.has(2) ? &c.in(2) : nullptr, c.has(3) ? &c.in(3) : nullptr, c.out(), g.rows());
 }
 
-// linear, its [.., 2F] result rounded to the dtype, then silu_mul (the executor rounds the output).
+// (rmsnorm, its result rounded to the dtype,) linear, its [.., 2F] result rounded to the dtype, then silu_mul (the
+// executor rounds the output).
 void ref_linear_silu_mul(const RefCtx& c) {
   const Buffer& x = c.in(0);
   const int64_t f = c.out().last();
   Buffer t = intermediate(x, 2 * f);
-  linear_rows(x.f.data(), c.in(1), nullptr, nullptr, t, x.rows());
+  const Buffer normed = c.has(2) ? rms_normalized(x, c.in(2), static_cast<float>(c.attr_num("eps"))) : Buffer{};
+  linear_rows(c.has(2) ? normed.f.data() : x.f.data(), c.in(1), nullptr, nullptr, t, x.rows());
   t.round_to_dtype();
   swiglu_rows(t.f.data(), c.out().f.data(), x.rows(), f);
 }
@@ -138,7 +153,8 @@ const OpDef& op_def_silu_mul_linear() {
 }
 
 const OpDef& op_def_linear_silu_mul() {
-  static const OpDef d{"linear_silu_mul", {{"x"}, {"weight"}}, false, {}, {}, infer_linear_silu_mul, ref_linear_silu_mul};
+  static const OpDef d{"linear_silu_mul", {{"x"}, {"weight"}, {"norm_weight", true}}, false, {},
+                       {{"eps", AttrKind::number, 1e-6}}, infer_linear_silu_mul, ref_linear_silu_mul};
   return d;
 }
 
