@@ -241,12 +241,17 @@ def test_linear_silu_mul_equals_linear_then_silu_mul():
     g = weft.Graph("swiglu_epilogue")
     x = g.input("x", "f32", [3, 256])
     w = g.weight("w", "f32", [2 * 40, 256])
+    nw = g.weight("nw", "f32", [256])
     g.mark_output(g.linear_silu_mul(x, w, name="fused"))
     g.mark_output(g.silu_mul(g.linear(x, w), name="separate"))
+    g.mark_output(g.linear_silu_mul(x, w, norm_weight=nw, eps=1e-5, name="fused_norm"))
+    g.mark_output(g.silu_mul(g.linear(g.rmsnorm(x, nw, eps=1e-5), w), name="norm_then_separate"))
     out = g.run_reference(x=rng.standard_normal((3, 256), dtype=np.float32),
-                          w=rng.standard_normal((80, 256), dtype=np.float32))
+                          w=rng.standard_normal((80, 256), dtype=np.float32),
+                          nw=rng.standard_normal(256, dtype=np.float32))
     assert out["fused"].shape == (3, 40)
     np.testing.assert_array_equal(out["fused"], out["separate"])
+    np.testing.assert_array_equal(out["fused_norm"], out["norm_then_separate"])
 
 
 def test_attention_decode_qkv_equals_the_ops_it_replaces():

@@ -245,9 +245,12 @@ class Graph(Handle):
         """linear(silu(gate) * up) as one op, gate_up holding [gate | up] along its last dim."""
         return self.op("silu_mul_linear", [gate_up, weight, bias, residual], name=name)
 
-    def linear_silu_mul(self, x, weight, name=None):
-        """silu(x @ gate.T) * (x @ up.T) as one op, weight holding the gate's rows then the up's ([2F, K])."""
-        return self.op("linear_silu_mul", [x, weight], name=name)
+    def linear_silu_mul(self, x, weight, norm_weight=None, eps=1e-6, name=None):
+        """silu(x @ gate.T) * (x @ up.T) as one op, weight holding the gate's rows then the up's ([2F, K]); with
+        norm_weight ([K]) x is rmsnorm-ed first, as rmsnorm_linear does."""
+        if norm_weight is None:
+            return self.op("linear_silu_mul", [x, weight], name=name)
+        return self.op("linear_silu_mul", [x, weight, norm_weight], {"eps": float(eps)}, name=name)
 
     def matmul(self, a, b, name=None):
         return self._call("weft_op_matmul", self._t(a, "a"), self._t(b, "b"), name=name)
