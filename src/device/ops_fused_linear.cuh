@@ -266,7 +266,7 @@ __device__ __forceinline__ void rmsnorm_rows_staged(T* xs, i64 ldx, const T* x0,
 // The batched rmsnorm_linear x stage: 1 the block-wide one above, 0 a warp per row as it was. A measurement build may
 // set it (scripts/devlib-build.sh with DEVLIB_NVCC_FLAGS=-DWEFT_NORM_STAGE_BLOCK=0|1).
 #ifndef WEFT_NORM_STAGE_BLOCK
-#define WEFT_NORM_STAGE_BLOCK 0
+#define WEFT_NORM_STAGE_BLOCK 1
 #endif
 
 template <typename T>

@@ -122,6 +122,8 @@ DecoderShape decoder_shape_from_hf_config(const std::string& config_json) {
 
 bool fused_linear_inputs_pay(int64_t rows, int64_t ffn) { return rows * ffn <= 32768; }
 
+bool norms_in_linears_pay(int64_t rows) { return rows <= 8; }
+
 bool swiglu_epilogue_pays(const DecoderShape& s) {
   const int64_t esize = static_cast<int64_t>(dtype_size(s.dtype));
   const int64_t rows = std::min<int64_t>(s.max_batch, WEFT_MMA_MAX_ROWS);
@@ -158,7 +160,8 @@ Graph build_decoder_graph(const DecoderShape& s) {
   const bool swiglu = s.swiglu_epilogue > 0 || (s.swiglu_epilogue < 0 && swiglu_epilogue_pays(s));
   // Unfused, the q/k/v projection, the gate/up projection where it takes SwiGLU too, and the logits may still take
   // their norms (DecoderShape::norms_in_linears).
-  const bool norm_in = fuse || (s.norms_in_linears > 0 && fused_linear_supported(s.hidden, s.dtype));
+  const bool norms_wanted = s.norms_in_linears > 0 || (s.norms_in_linears < 0 && norms_in_linears_pay(s.max_batch));
+  const bool norm_in = fuse || (norms_wanted && fused_linear_supported(s.hidden, s.dtype));
   // cos / sin at each row's position, for every layer's attention (DecoderShape::rope_table).
   TensorId rope_tab = kNoTensor;
   if (s.fuse_attention && (s.rope_table > 0 || (s.rope_table < 0 && !fuse)))

@@ -37,8 +37,8 @@ struct DecoderShape {
   int swiglu_epilogue = -1;
   // Where the norms and SwiGLU are separate ops (fuse_linear_inputs 0): whether the q/k/v projection and the logits
   // still take their norms into their tiles (rmsnorm_linear), and the gate/up projection too where it takes SwiGLU
-  // (linear_silu_mul with its norm weight), removing the norm ops and their boundaries: 1 always, 0 or -1 (the
-  // default) never.
+  // (linear_silu_mul with its norm weight), removing the norm ops and their boundaries: 1 always, 0 never, -1 the
+  // default, where norms_in_linears_pay(max_batch) (a Model builds such a graph for the batches where it pays).
   int norms_in_linears = -1;
   // Whether each layer's slices, q/k head norms, rope and attention are one attention_decode_qkv op (true) or
   // the separate ops (false, to measure the difference).
@@ -71,6 +71,13 @@ DecoderShape decoder_shape_from_hf_config(const std::string& config_json);
 // 8192) +7.7% at 1 row, +2.2% at 2, -0.8% at 4, -6.6% at 8, -19% at 32; Qwen3-0.6B (ffn 3072) +17% at 1 row,
 // +1.9% at 8. Fused while rows x ffn <= 32768.
 bool fused_linear_inputs_pay(int64_t rows, int64_t ffn);
+
+// Whether the graph of separate ops (fuse_linear_inputs 0) serving steps of up to `rows` rows is faster with its norms
+// inside the linears they feed (DecoderShape::norms_in_linears). Every tile then normalizes its rows of x again, a
+// cost that grows with the rows, against the two norm ops a layer and the final norm, whose boundaries do not. H100
+// (docs/perf.md round 56), against the norms as ops: Llama-3.2-1B -3.2 / -3.0% a token (step / loop) at 8 rows,
+// +3.3 / +3.8% at 16, +7.4 / +7.3% at 32; Qwen3-0.6B +6.3 / +7.1% at 16. Up to 8 rows.
+bool norms_in_linears_pay(int64_t rows);
 
 // Whether the unfused decoder's gate/up projection takes SwiGLU into its tiles (DecoderShape::swiglu_epilogue): for
 // 16-bit weights whose x rows (up to the model's max_batch, at most a tensor-core tile's 32) fit one tensor-core

@@ -36,8 +36,8 @@ class DeviceGenerator final : public Generator {
  public:
   DeviceGenerator(std::shared_ptr<const Model> m, std::shared_ptr<DeviceContext> device, const ProgramOptions& options)
       : model_(std::move(m)), device_(std::move(device)), program_(device_, model_->graph(), options) {
-    const Graph& largest = model_->graph_for(model_->shape().max_batch);
-    if (&largest != &model_->graph()) unfused_ = std::make_unique<Program>(device_, largest, options);
+    for (size_t i = 1; i < model_->graph_count(); ++i)
+      batched_.push_back(std::make_unique<Program>(device_, model_->graph_at(i), options));
     whole_steps_ = whole_attention_steps(model_->shape(), options);
     pair_steps_ = pair_attention_steps(model_->shape(), options);
     if (whole_steps_ > 0) {
@@ -45,7 +45,8 @@ class DeviceGenerator final : public Generator {
       whole.attention_split = 1;
       if (pair_steps_ > 0) whole.attention_pairs = 1;
       whole_ = std::make_unique<Program>(device_, model_->graph(), whole);
-      if (unfused_) whole_unfused_ = std::make_unique<Program>(device_, largest, whole);
+      for (size_t i = 1; i < model_->graph_count(); ++i)
+        whole_batched_.push_back(std::make_unique<Program>(device_, model_->graph_at(i), whole));
     }
     DeviceContext::Scope scope(*device_);
     const DriverApi& d = driver();
@@ -140,7 +141,7 @@ class DeviceGenerator final : public Generator {
     bindings.push_back({m.input_ids(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
     bindings.push_back({m.positions(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
     bindings.push_back({m.next_token(), TensorView{nullptr, DType::i32, {r.batch}, {}}});
-    // The model's ids are graph()'s; the program may run the unfused graph (Model::graph_for).
+    // The model's ids are graph()'s; the program may run a batched graph (Model::graph_for).
     const Graph& ran = model_->graph_for(r.batch);
     auto id = [&](TensorId t) { return same_tensor(t, m.graph(), ran); };
     for (Binding& b : bindings) b.tensor = id(b.tensor);
@@ -233,11 +234,14 @@ class DeviceGenerator final : public Generator {
  private:
   // The program whose graph a step of `batch` rows runs (Model::graph_for).
   Program& program_for(int64_t batch) {
-    return unfused_ && &model_->graph_for(batch) != &model_->graph() ? *unfused_ : program_;
+    const size_t i = model_->graph_index(batch);
+    return i == 0 ? program_ : *batched_.at(i - 1);
   }
   // Its unsplit twin, or null.
   Program* whole_for(int64_t batch) {
-    return unfused_ && &model_->graph_for(batch) != &model_->graph() ? whole_unfused_.get() : whole_.get();
+    const size_t i = model_->graph_index(batch);
+    if (i == 0 || !whole_) return whole_.get();
+    return whole_batched_.at(i - 1).get();
   }
 
   // The timesteps `timesteps` gives the decoder's attention tiles (with the base shared memory: a kernel that gets
@@ -279,7 +283,7 @@ class DeviceGenerator final : public Generator {
     if (&from == &to) return t;
     const std::string& name = from.tensor(t).name;
     const TensorId found = to.find_tensor(name);
-    if (found == kNoTensor) fail(Status::internal, "tensor '" + name + "' is missing from the unfused decoder graph");
+    if (found == kNoTensor) fail(Status::internal, "tensor '" + name + "' is missing from the batched decoder graph");
     return found;
   }
 
@@ -312,10 +316,11 @@ class DeviceGenerator final : public Generator {
   std::shared_ptr<const Model> model_;
   std::shared_ptr<DeviceContext> device_;
   Program program_;
-  std::unique_ptr<Program> unfused_;  // the unfused graph's, where the model has one
+  std::vector<std::unique_ptr<Program>> batched_;  // the model's batched graphs' (Model::graph_at(1...)), if any
   // The same graphs compiled with no attention split (whole_attention_steps), for launches whose positions are all
   // below whole_steps_; null where there are none.
-  std::unique_ptr<Program> whole_, whole_unfused_;
+  std::unique_ptr<Program> whole_;
+  std::vector<std::unique_ptr<Program>> whole_batched_;
   int64_t whole_steps_ = 0;
   int64_t pair_steps_ = 0;  // pair_attention_steps: > 0 where the twin pairs kv heads (twin_steps)
   CUstream stream_ = nullptr;

@@ -42,23 +42,36 @@ DecoderShape shape_of(const std::filesystem::path& dir, const ModelOptions& o) {
   return s;
 }
 
-// The decoder with its norms and SwiGLU as separate ops, where the model reaches batches that run it faster
-// (fused_linear_inputs_pay) and no override ($WEFT_FUSE_LINEAR_INPUTS) fixed the choice.
-std::optional<Graph> unfused_graph(const DecoderShape& s) {
-  if (s.fuse_linear_inputs >= 0 || fused_linear_inputs_pay(s.max_batch, s.ffn)) return std::nullopt;
-  if (!fused_linear_supported(s.hidden, s.dtype) || !fused_linear_supported(s.ffn, s.dtype)) return std::nullopt;
+}  // namespace
+
+// The decoder with SwiGLU apart from the down projection, where the model reaches batches that run it faster
+// (fused_linear_inputs_pay) and no override ($WEFT_FUSE_LINEAR_INPUTS) fixed the choice: one graph with its norms
+// inside the linears they feed for the rows where that pays (norms_in_linears_pay; each such graph's batch symbol
+// ends there), one with the norms as ops for the rows past them, unless $WEFT_NORMS_IN_LINEARS fixed it.
+std::vector<Model::BatchGraph> Model::batched_graphs(const DecoderShape& s) {
+  std::vector<BatchGraph> out;
+  if (s.fuse_linear_inputs >= 0 || fused_linear_inputs_pay(s.max_batch, s.ffn)) return out;
+  if (!fused_linear_supported(s.hidden, s.dtype) || !fused_linear_supported(s.ffn, s.dtype)) return out;
   DecoderShape u = s;
   u.fuse_linear_inputs = 0;
-  return build_decoder_graph(u);
+  int64_t norms_in = 0;  // the most rows that run the norms inside the linears
+  while (norms_in < s.max_batch && norms_in_linears_pay(norms_in + 1)) ++norms_in;
+  if (s.norms_in_linears < 0 && norms_in < s.max_batch && !fused_linear_inputs_pay(norms_in, s.ffn)) {
+    u.max_batch = norms_in;
+    u.norms_in_linears = 1;
+    out.push_back({norms_in, build_decoder_graph(u)});
+    u.max_batch = s.max_batch;
+    u.norms_in_linears = 0;
+  }
+  out.push_back({s.max_batch, build_decoder_graph(u)});
+  return out;
 }
-
-}  // namespace
 
 Model::Model(const std::filesystem::path& dir, const ModelOptions& options)
     : dir_(dir),
       shape_(shape_of(dir, options)),
       graph_(build_decoder_graph(shape_)),
-      unfused_graph_(unfused_graph(shape_)),
+      batched_graphs_(batched_graphs(shape_)),
       checkpoint_(dir),
       weights_(graph_, checkpoint_),
       input_ids_(graph_.find_tensor("input_ids")),
@@ -66,8 +79,11 @@ Model::Model(const std::filesystem::path& dir, const ModelOptions& options)
       logits_(graph_.find_tensor("logits")),
       next_token_(graph_.find_tensor("next_token")) {}
 
-const Graph& Model::graph_for(int64_t batch) const {
-  return unfused_graph_ && !fused_linear_inputs_pay(batch, shape_.ffn) ? *unfused_graph_ : graph_;
+size_t Model::graph_index(int64_t batch) const {
+  if (batched_graphs_.empty() || fused_linear_inputs_pay(batch, shape_.ffn)) return 0;
+  for (size_t i = 0; i + 1 < batched_graphs_.size(); ++i)
+    if (batch <= batched_graphs_[i].max_rows) return i + 1;
+  return batched_graphs_.size();
 }
 
 std::vector<Model::RequestTensor> Model::request_tensors(int64_t batch) const {

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <vector>
 
 #include "graph/graph.hpp"
@@ -32,10 +31,16 @@ class Model {
   const DecoderShape& shape() const { return shape_; }
   const Graph& graph() const { return graph_; }
   // The graph a decode step of `batch` rows runs: graph(), or, where the model reaches batches that run faster so
-  // (fused_linear_inputs_pay), the same decoder with its norms and SwiGLU as separate ops. Both name their
-  // weights, states, inputs and outputs alike, with other tensor ids: weights(), request_tensors() and the ids
-  // below are graph()'s (look a tensor up by name in the other).
-  const Graph& graph_for(int64_t batch) const;
+  // (fused_linear_inputs_pay), the same decoder with SwiGLU apart from the down projection, its norms inside the
+  // linears they feed up to the rows where that pays (norms_in_linears_pay) and as ops of their own past them. All
+  // name their weights, states, inputs and outputs alike, with other tensor ids: weights(), request_tensors() and
+  // the ids below are graph()'s (look a tensor up by name in the others).
+  const Graph& graph_for(int64_t batch) const { return graph_at(graph_index(batch)); }
+  // The model's graphs by index: 0 is graph(), then the batched ones in ascending order of the rows they serve;
+  // graph_index(batch) is graph_for(batch)'s index (batch in 1..max_batch).
+  size_t graph_count() const { return 1 + batched_graphs_.size(); }
+  const Graph& graph_at(size_t i) const { return i == 0 ? graph_ : batched_graphs_.at(i - 1).graph; }
+  size_t graph_index(int64_t batch) const;
   const ModelWeights& weights() const { return weights_; }
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -57,7 +62,13 @@ class Model {
   std::filesystem::path dir_;
   DecoderShape shape_;
   Graph graph_;
-  std::optional<Graph> unfused_graph_;
+  // A graph of separate ops and the most rows it serves (from the rows past the previous one's).
+  struct BatchGraph {
+    int64_t max_rows;
+    Graph graph;
+  };
+  std::vector<BatchGraph> batched_graphs_;  // ascending by max_rows; empty where graph_ serves every batch
+  static std::vector<BatchGraph> batched_graphs(const DecoderShape& s);
   Checkpoint checkpoint_;  // before weights_: the weights point into its mappings
   ModelWeights weights_;
   TensorId input_ids_, positions_, logits_, next_token_;

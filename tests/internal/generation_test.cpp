@@ -158,8 +158,8 @@ TEST_F(GenerationTest, BadRequestsAreNamed) {
   expect_invalid([&] { gen->generate(r); }, "steps is 0");
 }
 
-// Batches whose rows x ffn exceed 32768 run the decoder with its norms and SwiGLU as separate ops (fused inputs
-// are recomputed by every column tile: fused_linear_inputs_pay); smaller ones, and models that never reach such
+// Batches whose rows x ffn exceed 32768 run the decoder with SwiGLU apart from the down projection (fused, it is
+// recomputed by every column tile: fused_linear_inputs_pay); smaller ones, and models that never reach such
 // batches, the fused one. Same tokens either way.
 TEST_F(GenerationTest, LargeBatchesRunTheUnfusedGraph) {
   auto count = [](const Graph& g, const std::string& op) {
@@ -189,13 +189,31 @@ TEST_F(GenerationTest, LargeBatchesRunTheUnfusedGraph) {
   const int64_t in_tiles = swiglu_epilogue_pays(at8) ? s.layers : 0;
   EXPECT_EQ(count(unfused, "linear_silu_mul"), in_tiles);
   EXPECT_EQ(count(unfused, "silu_mul"), s.layers - in_tiles);
-  EXPECT_EQ(count(unfused, "rmsnorm_linear"), 0);
+  // Every norm inside the linear it feeds (norms_in_linears): q/k/v and the logits, gate/up where it takes SwiGLU.
+  EXPECT_EQ(count(unfused, "rmsnorm_linear"), s.layers + 1);
+  EXPECT_EQ(count(unfused, "rmsnorm"), s.layers - in_tiles);
   // Every tensor a request binds is in both graphs, by name.
   for (const ModelWeight& w : large.weights().weights())
     EXPECT_NE(unfused.find_tensor(large.graph().tensor(w.tensor).name), kNoTensor);
   for (const auto& t : large.request_tensors(8))
     EXPECT_NE(unfused.find_tensor(large.graph().tensor(t.tensor).name), kNoTensor);
   for (const char* io : {"input_ids", "positions", "next_token"}) EXPECT_NE(unfused.find_tensor(io), kNoTensor);
+  EXPECT_EQ(large.graph_count(), 2u);
+  // A model that reaches 16 rows keeps three graphs: fused up to 4 rows, the norms inside the linears up to 8
+  // (norms_in_linears_pay; that graph's batch symbol ends there), the norms as ops of their own past 8.
+  const Model wider(dir, ModelOptions{16, 0});
+  ASSERT_EQ(wider.graph_count(), 3u);
+  for (const auto& [rows, index] : std::vector<std::pair<int64_t, size_t>>{{1, 0}, {4, 0}, {5, 1}, {8, 1}, {9, 2}, {16, 2}}) {
+    EXPECT_EQ(wider.graph_index(rows), index) << rows << " rows";
+    EXPECT_EQ(&wider.graph_for(rows), &wider.graph_at(index)) << rows << " rows";
+  }
+  EXPECT_EQ(wider.graph_at(1).symbols().at(0).max, 8);
+  EXPECT_EQ(count(wider.graph_at(1), "rmsnorm_linear"), s.layers + 1);
+  EXPECT_EQ(count(wider.graph_at(2), "rmsnorm_linear"), 0);
+  EXPECT_EQ(count(wider.graph_at(2), "rmsnorm"), 2 * s.layers + 1);
+  for (size_t i = 1; i < wider.graph_count(); ++i)
+    for (const auto& t : wider.request_tensors(16))
+      EXPECT_NE(wider.graph_at(i).find_tensor(wider.graph().tensor(t.tensor).name), kNoTensor) << i;
 }
 
 TEST_F(GenerationTest, BadFoldersAreNamed) {

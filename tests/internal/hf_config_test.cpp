@@ -91,8 +91,10 @@ TEST(HfConfig, LlamaAndQwen3) {
 }
 
 // By default both shapes run their norms (the final one too, inside the logits) and SwiGLU inside the linears
-// they feed (measured faster for both, docs/perf.md); fuse_linear_inputs = 0 keeps them separate ops (and SwiGLU
-// in the gate/up projection's tiles, unless swiglu_epilogue = 0).
+// they feed (measured faster for both, docs/perf.md); fuse_linear_inputs = 0 keeps SwiGLU apart from the down
+// projection (in the gate/up projection's tiles, unless swiglu_epilogue = 0) and, up to 8 rows
+// (norms_in_linears_pay), the norms inside the linears they feed, past them (or with norms_in_linears = 0) as ops
+// of their own; norms_in_linears = 1 keeps them inside at any rows.
 TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
   for (const char* config : {kLlama, kQwen}) {
     DecoderShape s = decoder_shape_from_hf_config(config);
@@ -103,43 +105,57 @@ TEST(HfConfig, DecoderGraphsFuseLinearInputsByDefault) {
       for (const Node& node : g.nodes()) n += node.op->name == op;
       return n;
     };
+    auto producer = [](const Graph& g, const char* tensor) {
+      const TensorId t = g.find_tensor(tensor);
+      return t == kNoTensor ? std::string("(no tensor)") : g.nodes()[static_cast<size_t>(g.tensor(t).producer)].op->name;
+    };
     const Graph fused = build_decoder_graph(s);
     EXPECT_EQ(count(fused, "rmsnorm_linear"), 3) << s.hidden;
     EXPECT_EQ(count(fused, "rmsnorm"), 0) << s.hidden;
     EXPECT_EQ(count(fused, "silu_mul_linear"), 1) << s.hidden;
     EXPECT_EQ(count(fused, "silu_mul"), 0) << s.hidden;
-    const TensorId logits = fused.find_tensor("logits");
-    ASSERT_NE(logits, kNoTensor);
-    EXPECT_EQ(fused.nodes()[static_cast<size_t>(fused.tensor(logits).producer)].op->name, "rmsnorm_linear");
+    EXPECT_EQ(producer(fused, "logits"), "rmsnorm_linear");
+    // Unfused for up to 8 rows by default: SwiGLU in the gate/up projection's tiles (linear_silu_mul, where the
+    // rows fit one tile) and every norm inside the linear it feeds: the q/k/v projection and the logits
+    // (rmsnorm_linear), the gate/up projection (linear_silu_mul's norm weight).
     s.fuse_linear_inputs = 0;
-    const Graph separate = build_decoder_graph(s);
-    EXPECT_EQ(count(separate, "rmsnorm_linear"), 0) << s.hidden;
-    EXPECT_EQ(count(separate, "rmsnorm"), 3) << s.hidden;
-    // The gate/up projection then computes SwiGLU in its tiles (linear_silu_mul) where the rows fit one tile.
+    s.max_batch = 8;
+    ASSERT_TRUE(norms_in_linears_pay(8));
+    ASSERT_FALSE(norms_in_linears_pay(9));
     ASSERT_TRUE(swiglu_epilogue_pays(s)) << s.hidden;
-    EXPECT_EQ(count(separate, "linear_silu_mul"), 1) << s.hidden;
-    EXPECT_EQ(count(separate, "silu_mul"), 0) << s.hidden;
-    s.swiglu_epilogue = 0;
-    EXPECT_EQ(count(build_decoder_graph(s), "silu_mul"), 1) << s.hidden;
-    // norms_in_linears = 1 keeps SwiGLU where it was but gives every linear fed by a norm its norm: the q/k/v
-    // projection and the logits (rmsnorm_linear), the gate/up projection (linear_silu_mul's norm weight).
-    s.swiglu_epilogue = -1;
-    s.norms_in_linears = 1;
     const Graph norms_in = build_decoder_graph(s);
     EXPECT_EQ(count(norms_in, "rmsnorm_linear"), 2) << s.hidden;
     EXPECT_EQ(count(norms_in, "rmsnorm"), 0) << s.hidden;
+    EXPECT_EQ(count(norms_in, "silu_mul_linear"), 0) << s.hidden;
     EXPECT_EQ(count(norms_in, "linear_silu_mul"), 1) << s.hidden;
+    EXPECT_EQ(count(norms_in, "silu_mul"), 0) << s.hidden;
     for (const Node& n : norms_in.nodes())
       if (n.op->name == std::string_view("linear_silu_mul")) {
         ASSERT_EQ(n.inputs.size(), 3u) << s.hidden;
         EXPECT_EQ(n.inputs[2], norms_in.find_tensor("model.layers.0.post_attention_layernorm.weight")) << s.hidden;
       }
-    s.swiglu_epilogue = 0;  // without SwiGLU in its tiles the gate/up projection keeps its norm op
-    EXPECT_EQ(count(build_decoder_graph(s), "rmsnorm"), 1) << s.hidden;
-    EXPECT_EQ(norms_in.nodes()[static_cast<size_t>(norms_in.tensor(norms_in.find_tensor("logits")).producer)].op->name,
-              "rmsnorm_linear");
-    EXPECT_EQ(norms_in.nodes()[static_cast<size_t>(norms_in.tensor(norms_in.find_tensor("l0.qkv")).producer)].op->name,
-              "rmsnorm_linear");
+    EXPECT_EQ(producer(norms_in, "logits"), "rmsnorm_linear");
+    EXPECT_EQ(producer(norms_in, "l0.qkv"), "rmsnorm_linear");
+    // Without SwiGLU in its tiles the gate/up projection keeps its norm op (a plain linear takes no norm weight).
+    s.swiglu_epilogue = 0;
+    const Graph no_epilogue = build_decoder_graph(s);
+    EXPECT_EQ(count(no_epilogue, "rmsnorm"), 1) << s.hidden;
+    EXPECT_EQ(count(no_epilogue, "silu_mul"), 1) << s.hidden;
+    // Past 8 rows, or with norms_in_linears = 0: every norm an op of its own, the final one too.
+    s.swiglu_epilogue = -1;
+    for (const auto& [rows, norms_in_linears] : {std::pair<int64_t, int>{16, -1}, {8, 0}}) {
+      s.max_batch = rows;
+      s.norms_in_linears = norms_in_linears;
+      ASSERT_TRUE(swiglu_epilogue_pays(s)) << s.hidden;
+      const Graph separate = build_decoder_graph(s);
+      EXPECT_EQ(count(separate, "rmsnorm_linear"), 0) << s.hidden << " rows " << rows;
+      EXPECT_EQ(count(separate, "rmsnorm"), 3) << s.hidden << " rows " << rows;
+      EXPECT_EQ(count(separate, "linear_silu_mul"), 1) << s.hidden << " rows " << rows;
+      EXPECT_EQ(producer(separate, "logits"), "linear") << s.hidden << " rows " << rows;
+    }
+    s.max_batch = 32;
+    s.norms_in_linears = 1;
+    EXPECT_EQ(count(build_decoder_graph(s), "rmsnorm"), 0) << s.hidden << " norms_in_linears 1 at 32 rows";
   }
 }
 

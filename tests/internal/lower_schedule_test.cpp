@@ -261,7 +261,7 @@ TEST(Lowering, AttentionPairsKvHeadsWhereTilesOutnumberTheSms) {
   for (DecoderShape shape : {llama_3_2_1b_shape(), qwen3_0_6b_shape()}) {
     shape.layers = 2;
     shape.vocab = 1000;
-    shape.fuse_linear_inputs = 0;  // the batched steps' graph: norms apart, a rope table per step
+    shape.fuse_linear_inputs = 0;  // the batched steps' graph: SwiGLU apart from down, a rope table per step
     const int64_t group = shape.q_heads / shape.kv_heads, head_cols = group * shape.head_dim;
     const int64_t half = attention_pair_timesteps(shape.head_dim, group, shape.dtype);
     EXPECT_GE(attention_pair_timesteps(shape.head_dim, group, shape.dtype), WEFT_ATTN_PAIR_WARPS * WEFT_WARP_THREADS / 2)
@@ -430,6 +430,7 @@ TEST(Lowering, RaisedSplitKPartsApplyWhereXOutweighsTheWeightStream) {
   DecoderShape shape = llama_3_2_1b_shape();
   shape.layers = 1;
   shape.fuse_linear_inputs = 0;
+  shape.norms_in_linears = 0;  // q/k/v and the logits plain linears too
   const Graph g = build_decoder_graph(shape);
   for (int64_t batch : {1, 8, 32})
     for (int32_t raised : {1, 2, 4, 8}) {
@@ -464,8 +465,8 @@ TEST(Lowering, RaisedSplitKPartsApplyWhereXOutweighsTheWeightStream) {
     }
 }
 
-// The same with the norms and SwiGLU as separate ops (a model served to more than 8 rows, fuse_linear_inputs_for):
-// plain linears take tensor-core tiles from 2 rows, and at batch 8 down's 8 rows of K 8192 make the wide shared
+// The same with the norms and SwiGLU as separate ops (norms_in_linears 0; a model served to more than 8 rows,
+// fuse_linear_inputs_for, runs them inside the linears they feed, whose tiles are the same): plain linears take tensor-core tiles from 2 rows, and at batch 8 down's 8 rows of K 8192 make the wide shared
 // memory worth it (at the base size they would be two row blocks of 4, or two x chunks). Every linear is one row
 // block; at batch 32 down's 32 rows of K 8192 split K in 4 parts of 2048 (8 of 1024 at the base size).
 TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
@@ -473,6 +474,7 @@ TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
   shape.layers = 1;
   shape.fuse_linear_inputs = 0;
   shape.swiglu_epilogue = 0;
+  shape.norms_in_linears = 0;
   const Graph g = build_decoder_graph(shape);
   for (int64_t batch : {2, 8, 32}) {
     Lowered l = lower_all(g, 132, batch, WEFT_SMEM_BYTES_WIDE);

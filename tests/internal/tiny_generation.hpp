@@ -20,8 +20,8 @@
 namespace weft::test {
 
 struct TinyModel {
-  // ffn > 0: that FFN width, with a max batch of 16 (8 x 8192 rows run the unfused graph: Model::graph_for; at 16
-  // rows its down projection stages x in K chunks).
+  // ffn > 0: that FFN width, with a max batch of 16 (8 x 8192 rows run a batched graph with the norms inside the
+  // linears, 16 one with the norms as ops: Model::graph_for; at 16 rows its down projection stages x in K chunks).
   explicit TinyModel(bool qwen, int64_t layers = 2, int64_t ffn = 0) {
     dir = std::filesystem::temp_directory_path() /
           ("weft_gpu_generation_" + std::to_string(::getpid()) + (qwen ? "_q" : "_l") + std::to_string(layers));
