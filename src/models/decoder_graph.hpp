@@ -29,7 +29,7 @@ struct DecoderShape {
   // (docs/perf.md): once fused everywhere, then only up to hidden 1024 (Llama-3.2-1B on an H200 was slower
   // fused while every task still read its descriptor through L2 and called each op across the device library's
   // ABI); since the task loop inlines the ops, fused is faster for both (H100: Llama-3.2-1B 1.56-1.60 ms vs
-  // 1.66 separate, Qwen3-0.6B 1.71-1.74 vs 1.79). A Model keeps both graphs where batches differ (Model::graph_for).
+  // 1.66 separate, Qwen3-0.6B 1.71-1.74 vs 1.79). A Model keeps a graph per batch tier (Model::graph_for).
   int fuse_linear_inputs = -1;
   // Where the norms and SwiGLU are separate ops (fuse_linear_inputs 0): whether the gate/up projection computes the
   // SwiGLU in its own tiles (linear_silu_mul) instead of an op boundary and a silu_mul op after it: 1 always, 0

@@ -33,7 +33,7 @@ DecoderShape shape_of(const std::filesystem::path& dir, const ModelOptions& o) {
   if (const char* fuse = std::getenv("WEFT_FUSE_LINEAR_INPUTS")) s.fuse_linear_inputs = std::string(fuse) == "0" ? 0 : 1;
   // WEFT_SWIGLU_EPILOGUE=0 or 1 overrides the unfused graph's choice (DecoderShape::swiglu_epilogue), to measure it.
   if (const char* e = std::getenv("WEFT_SWIGLU_EPILOGUE")) s.swiglu_epilogue = std::string(e) == "0" ? 0 : 1;
-  // WEFT_NORMS_IN_LINEARS=0 or 1 overrides the unfused graph's choice (DecoderShape::norms_in_linears), to measure it.
+  // WEFT_NORMS_IN_LINEARS=0 or 1 fixes the batched graphs' choice for every batch (DecoderShape::norms_in_linears).
   if (const char* e = std::getenv("WEFT_NORMS_IN_LINEARS")) s.norms_in_linears = std::string(e) == "0" ? 0 : 1;
   // WEFT_ROPE_TABLE=0 or 1 overrides the choice of a rope table per step (DecoderShape::rope_table), to measure it.
   if (const char* e = std::getenv("WEFT_ROPE_TABLE")) s.rope_table = std::string(e) == "0" ? 0 : 1;
