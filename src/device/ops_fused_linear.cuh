@@ -263,9 +263,9 @@ __device__ __forceinline__ void rmsnorm_rows_staged(T* xs, i64 ldx, const T* x0,
   }
 }
 
-// The batched rmsnorm_linear x stage: 1 (the default) the block-wide one above, 0 a warp per row as it was (docs/perf.md
-// round 56: Qwen3-0.6B batch 8 -2.1% a token step, even loop). A measurement build may
-// set it (scripts/devlib-build.sh with DEVLIB_NVCC_FLAGS=-DWEFT_NORM_STAGE_BLOCK=0|1).
+// The batched rmsnorm_linear x stage: 1 (the default) the block-wide one above, 0 a warp per row as it was
+// (docs/perf.md round 56: Qwen3-0.6B batch 8 -2.1% a token step, even loop). A measurement build may set it
+// (scripts/devlib-build.sh with DEVLIB_NVCC_FLAGS=-DWEFT_NORM_STAGE_BLOCK=0|1).
 #ifndef WEFT_NORM_STAGE_BLOCK
 #define WEFT_NORM_STAGE_BLOCK 1
 #endif
@@ -280,10 +280,10 @@ __device__ void rmsnorm_linear_impl(const weft_task_args* a, const weft_env* env
   float* scratch = reinterpret_cast<float*>(smem + WEFT_SMEM_BYTES - kGemvScratchBytes);
   const bool ok = linear_streamed<T>(a, env, smem, 2, [&](T* xs, i64 rows, i64 ldx, T* spare) {
     // With the rmsnorm op's arithmetic. Tensor-core tiles (several rows): the rows and the norm weight copied into
-    // shared memory at once, then normalized there in place by the whole block (rmsnorm_rows_staged). Else as the rmsnorm op does it: a
-    // warp per row up to kNormWarpMaxCols, else the whole block per row; a single row (batch-1 decode) by the
-    // whole block too: one warp of eight normalizing Qwen3-0.6B's 1024 columns alone kept the other seven
-    // waiting on the critical path (1.30 -> 1.25 ms per token, H200).
+    // shared memory at once, then normalized there in place by the whole block (rmsnorm_rows_staged). Else as the
+    // rmsnorm op does it: a warp per row up to kNormWarpMaxCols, else the whole block per row; a single row
+    // (batch-1 decode) by the whole block too: one warp of eight normalizing Qwen3-0.6B's 1024 columns alone kept
+    // the other seven waiting on the critical path (1.30 -> 1.25 ms per token, H200).
     if (WEFT_NORM_STAGE_BLOCK && spare != nullptr && aligned16(x) && aligned16(nw)) {
       // The tile's partial sums lie right behind its x rows (linear_streamed).
       rmsnorm_rows_staged<T>(xs, ldx, x + a->row0 * k, nw, spare, k, rows, eps,

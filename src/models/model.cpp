@@ -56,12 +56,11 @@ std::vector<Model::BatchGraph> Model::batched_graphs(const DecoderShape& s) {
   u.fuse_linear_inputs = 0;
   int64_t norms_in = 0;  // the most rows that run the norms inside the linears
   while (norms_in < s.max_batch && norms_in_linears_pay(norms_in + 1)) ++norms_in;
+  // With norms_in_linears -1 build_decoder_graph applies norms_in_linears_pay to each graph's max_batch.
   if (s.norms_in_linears < 0 && norms_in < s.max_batch && !fused_linear_inputs_pay(norms_in, s.ffn)) {
     u.max_batch = norms_in;
-    u.norms_in_linears = 1;
     out.push_back({norms_in, build_decoder_graph(u)});
     u.max_batch = s.max_batch;
-    u.norms_in_linears = 0;
   }
   out.push_back({s.max_batch, build_decoder_graph(u)});
   return out;
