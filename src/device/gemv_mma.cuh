@@ -190,7 +190,8 @@ __device__ __forceinline__ void gemv_mma_issue(char* ring, int slot, const T* w,
 
 // Stages of a tensor-core tile's stream requested before the task's wait (the run requests the rest of the ring's
 // kGemvStages - 1 first, before its loop). Its poll and x stage queue behind them, as the one-row tiles' do
-// (kGemvPrologueStages, gemv_stream.cuh). A measurement build may set it (scripts/devlib-build.sh with
+// (kGemvPrologueStages, gemv_stream.cuh), yet 2 measured slower than 3 (docs/perf.md round 57: Llama-3.2-1B batch 8
+// +1.1 / +2.0%, batch 32 +0.8 / 0.0%). A measurement build may set it (scripts/devlib-build.sh with
 // DEVLIB_NVCC_FLAGS=-DWEFT_MMA_PROLOGUE_STAGES=n).
 #ifndef WEFT_MMA_PROLOGUE_STAGES
 #define WEFT_MMA_PROLOGUE_STAGES 3
