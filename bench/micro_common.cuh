@@ -4,6 +4,7 @@
 #ifndef WEFT_BENCH_MICRO_COMMON_CUH
 #define WEFT_BENCH_MICRO_COMMON_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -52,6 +53,19 @@ inline cudaLaunchConfig_t cluster_config(int blocks, int cluster, int smem, cuda
   cfg.numAttrs = 1;
   return cfg;
 }
+
+// bf16 arithmetic of the GEMV-shaped micros: the two bf16 halves of a 32-bit word as floats, a float rounded to bf16
+// and back, a warp's sum.
+namespace micro {
+__device__ __forceinline__ float bf_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+}  // namespace micro
 
 // Nanoseconds on the GPU's global timer (the same clock on every SM, so blocks and launches can be lined up).
 __device__ __forceinline__ unsigned long long global_ns() {

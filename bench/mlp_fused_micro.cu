@@ -66,14 +66,10 @@ struct Params {
 __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
   if (bytes >= 16) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes & ~15) : "memory");
 }
-__device__ __forceinline__ float bf_lo(unsigned w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+using micro::bf_hi;
+using micro::bf_lo;
+using micro::round_bf16;
+using micro::warp_sum;
 // 8 bf16 weights against 8 floats of x in shared memory.
 __device__ __forceinline__ float dot8(uint4 u, const float* x) {
   const float4 a = *reinterpret_cast<const float4*>(x), b = *reinterpret_cast<const float4*>(x + 4);
