@@ -6,6 +6,9 @@
 //           wait), stores the attention row and releases a counter; o's tiles (every block its rows of Wo [H, NQ*D],
 //           requested into shared memory before the wait) poll it, load the row, add the residual, store the next
 //           residual row and release a second counter, which the next layer's attention polls.
+//   two-op, a task per q head  the same with one attention task per q head (blocks 0..NQ-1): the fused form's
+//           attention tasks, so the fair baseline of the fused form (here an attention task's time grows with its
+//           heads; round 18 found the product's latency-bound instead).
 //   fused   one op of NQ * S tasks: task (h, s) attends for q head h alone (its kv head's K/V in shared memory) and
 //           multiplies its D outputs by Wo's columns of head h for rows slice s (H / S rows, in shared memory before
 //           the wait), adding the partial rows into the next layer's f32 accumulator (red.add.v4.f32); the tasks of
@@ -14,8 +17,8 @@
 //           two layers ahead (every reader of it is past its own wait). "fused, no adds" skips the adds (wrong sums:
 //           what the adds cost).
 // The attention here is the arithmetic alone (scores, softmax, weighted sum): no rope, head norms or cache append, so
-// both forms carry less attention latency than the product; what differs between them is the boundary and where o
-// runs. Every wait has a watchdog (trap after 2 s). Time per layer = a launch's time over steps x layers (CUDA
+// every form carries less attention latency than the product; what differs between the fused form and the two-op
+// form with a task per q head is the boundary and where o runs. Every wait has a watchdog (trap after 2 s). Time per layer = a launch's time over steps x layers (CUDA
 // events, median of the launches after the first).
 //
 // Build and run on the GPU machine (sm_90):
