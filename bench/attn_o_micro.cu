@@ -377,30 +377,6 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
   CHECK(cudaFree(counters));
 }
 
-double copy_bandwidth_tbs() {
-  const size_t bytes = size_t{1} << 30;
-  void *a, *b;
-  CHECK(cudaMalloc(&a, bytes));
-  CHECK(cudaMalloc(&b, bytes));
-  CHECK(cudaMemset(a, 1, bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int r = 0; r < 6; ++r) {
-    CHECK(cudaEventRecord(e0));
-    CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float m = 0.0f;
-    CHECK(cudaEventElapsedTime(&m, e0, e1));
-    if (r > 0) ms.push_back(m);
-  }
-  CHECK(cudaFree(a));
-  CHECK(cudaFree(b));
-  return 2.0 * bytes / (median(ms) * 1e-3) / 1e12;
-}
-
 }  // namespace
 
 int main() {

@@ -500,29 +500,11 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs; %d steps, %d launches per variant (median), attention stand-in %lld ns\n", prop.name,
               blocks, steps, reps, attn_ns);
 
-  // Copy bandwidth, as bench/decode.py measures it: 2 × bytes over a device-to-device copy's median time.
-  const size_t copy_bytes = 1ull << 30;
-  void *src = nullptr, *dst = nullptr;
-  CHECK(cudaMalloc(&src, copy_bytes));
-  CHECK(cudaMalloc(&dst, copy_bytes));
-  CHECK(cudaMemset(src, 1, copy_bytes));
+  const double copy_bw = copy_bandwidth_tbs(12, 2) * 1e12;
+  std::printf("copy %.3f TB/s\n\n", copy_bw / 1e12);
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
-  std::vector<float> copy_ms;
-  for (int r = 0; r < 12; ++r) {
-    CHECK(cudaEventRecord(e0));
-    CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice));
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r >= 2) copy_ms.push_back(ms);
-  }
-  const double copy_bw = 2.0 * copy_bytes / (median(copy_ms) * 1e-3);
-  CHECK(cudaFree(src));
-  CHECK(cudaFree(dst));
-  std::printf("copy %.3f TB/s\n\n", copy_bw / 1e12);
 
   const Shape shapes[] = {{"Llama-3.2-1B", 2048, 3072, 2048, 8192, 64, 16},
                           {"Qwen3-0.6B", 1024, 4096, 2048, 3072, 128, 28},

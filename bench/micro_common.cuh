@@ -36,6 +36,34 @@ inline float median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
+// The device-to-device copy bandwidth in TB/s, as bench/decode.py measures it: 2 x 1 GiB over the median time of
+// `reps` copies after the first `warmup` (CUDA events).
+inline double copy_bandwidth_tbs(int reps = 6, int warmup = 1) {
+  const size_t bytes = size_t{1} << 30;
+  void *a, *b;
+  CHECK(cudaMalloc(&a, bytes));
+  CHECK(cudaMalloc(&b, bytes));
+  CHECK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int r = 0; r < reps; ++r) {
+    CHECK(cudaEventRecord(e0));
+    CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float m = 0.0f;
+    CHECK(cudaEventElapsedTime(&m, e0, e1));
+    if (r >= warmup) ms.push_back(m);
+  }
+  CHECK(cudaEventDestroy(e0));
+  CHECK(cudaEventDestroy(e1));
+  CHECK(cudaFree(a));
+  CHECK(cudaFree(b));
+  return 2.0 * bytes / (median(ms) * 1e-3) / 1e12;
+}
+
 constexpr int kMicroThreads = 256;
 
 // A launch of `blocks` blocks of kMicroThreads in clusters of `cluster` blocks with `smem` bytes of dynamic shared

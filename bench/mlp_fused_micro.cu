@@ -360,24 +360,7 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
 
-  // Copy bandwidth, as bench/decode.py measures it: 2 x bytes over the time of a 1 GiB device-to-device copy.
-  const size_t copy_bytes = 1ull << 30;
-  void *ca, *cb;
-  CHECK(cudaMalloc(&ca, copy_bytes));
-  CHECK(cudaMalloc(&cb, copy_bytes));
-  std::vector<float> cms;
-  for (int r = 0; r < 6; ++r) {
-    CHECK(cudaEventRecord(e0));
-    CHECK(cudaMemcpy(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice));
-    CHECK(cudaEventRecord(e1));
-    CHECK(cudaEventSynchronize(e1));
-    float ms;
-    CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (r > 0) cms.push_back(ms);
-  }
-  CHECK(cudaFree(ca));
-  CHECK(cudaFree(cb));
-  const double copy_tbs = 2.0 * copy_bytes / (median(cms) * 1e-3) / 1e12;
+  const double copy_tbs = copy_bandwidth_tbs();
   std::printf("copy bandwidth %.3f TB/s; %d steps x layers per launch, median of %d launches; L2 prefetch %d KiB\n\n",
               copy_tbs, steps, reps - 1, prefetch_kib);
 
