@@ -467,8 +467,9 @@ TEST(Lowering, RaisedSplitKPartsApplyWhereXOutweighsTheWeightStream) {
 
 // The same with the norms and SwiGLU as separate ops (norms_in_linears 0, as a model's graph past 8 rows has
 // them; up to 8 rows its norms run inside the linears they feed, whose tiles are the same): plain linears take
-// tensor-core tiles from 2 rows, and at batch 8 down's 8 rows of K 8192 make the wide shared memory worth it (at the base size they would be two row blocks of 4, or two x chunks). Every linear is one row
-// block; at batch 32 down's 32 rows of K 8192 split K in 4 parts of 2048 (8 of 1024 at the base size).
+// tensor-core tiles from 2 rows, and at batch 8 down's 8 rows of K 8192 make the wide shared memory worth it (at
+// the base size they would be two row blocks of 4, or two x chunks). Every linear is one row block; at batch 32
+// down's 32 rows of K 8192 split K in 4 parts of 2048 (8 of 1024 at the base size).
 TEST(Lowering, UnfusedBatchedLinearsTakeTensorCoreTiles) {
   DecoderShape shape = llama_3_2_1b_shape();
   shape.layers = 1;
