@@ -15,7 +15,9 @@
 //           head 0 add the residual (this layer's accumulator) as well. One counter; the next layer's tasks read the
 //           accumulator. Accumulators rotate over three buffers; after its wait a block zeroes its slice of the one
 //           two layers ahead (every reader of it is past its own wait). "fused, no adds" skips the adds (wrong sums:
-//           what the adds cost).
+//           what the adds cost). "fused, ordered sums" is the deterministic form: each task stores its partial rows
+//           into a scratch [NQ][H] and takes a ticket of its slice; the slice's last task adds the residual and the NQ
+//           partials in head order and stores the next residual row (bf16, as the o linear does) before releasing.
 // The attention here is the arithmetic alone (scores, softmax, weighted sum): no rope, head norms or cache append, so
 // every form carries less attention latency than the product; what differs between the fused form and the two-op
 // form with a task per q head is the boundary and where o runs. Every wait has a watchdog (trap after 2 s). Time per layer = a launch's time over steps x layers (CUDA
@@ -37,9 +39,10 @@ namespace {
 constexpr int kThreads = kMicroThreads;
 constexpr int kWarps = kThreads / 32;
 constexpr unsigned long long kWatchdogNs = 2000000000ull;
-enum Mode { kTwoOp = 0, kTwoOpHeads = 1, kFused = 2, kFusedNoAdds = 3 };
-constexpr int kModes = 4;
-const char* const kModeNames[kModes] = {"two-op", "two-op, a task per q head", "fused", "fused, no adds"};
+enum Mode { kTwoOp = 0, kTwoOpHeads = 1, kFused = 2, kFusedNoAdds = 3, kFusedOrdered = 4 };
+constexpr int kModes = 5;
+const char* const kModeNames[kModes] = {"two-op", "two-op, a task per q head", "fused", "fused, no adds",
+                                        "fused, ordered sums"};
 
 struct Params {
   const __nv_bfloat16* wo;  // per layer [H, NQ * D]
@@ -49,7 +52,8 @@ struct Params {
   __nv_bfloat16* x;     // two-op: [2][H] the residual row by layer parity
   __nv_bfloat16* attn;  // two-op: [NQ * D]
   float* acc;           // fused: [3][H]
-  unsigned* counters;   // [2]
+  float* parts;         // fused, ordered sums: [NQ][H] each head's partial rows
+  unsigned* counters;   // [2], then a ticket per slice
 };
 
 using micro::bf_hi;
@@ -239,7 +243,12 @@ __global__ void __launch_bounds__(kThreads, 1) attn_o_chain(Params p) {
           share(kH, b, tasks, z0, z1);
           for (int i = z0 + threadIdx.x; i < z1; i += kThreads) ahead[i] = 0.0f;
         }
-        for (int i = threadIdx.x; i < kD; i += kThreads) qs[i] = round_bf16(__ldcg(acc + (h * kD + i) % kH));
+        if (kMode == kFusedOrdered) {
+          const __nv_bfloat16* x = p.x + (g & 1) * kH;
+          for (int i = threadIdx.x; i < kD; i += kThreads) qs[i] = __bfloat162float(__ldcg(x + (h * kD + i) % kH));
+        } else {
+          for (int i = threadIdx.x; i < kD; i += kThreads) qs[i] = round_bf16(__ldcg(acc + (h * kD + i) % kH));
+        }
         land();
         attend<kD>(qs, ks, vs, t, 1, sc, part, out);
         // The partial rows of slice sl: thread r takes rows r, r + 256, ... (16-byte units of a padded row: no bank
@@ -267,6 +276,32 @@ __global__ void __launch_bounds__(kThreads, 1) attn_o_chain(Params p) {
             }
             red_add_v4(next + sl * kRows + 4 * j, v);
           }
+        if (kMode == kFusedOrdered) {
+          float* mine = p.parts + static_cast<size_t>(h) * kH + sl * kRows;
+          for (int j = threadIdx.x; j < kRows / 4; j += kThreads)
+            __stcg(reinterpret_cast<float4*>(mine + 4 * j), *reinterpret_cast<const float4*>(prow + 4 * j));
+          __syncthreads();
+          __shared__ unsigned last;
+          if (threadIdx.x == 0) {
+            __threadfence();
+            last = (atomicAdd(p.counters + 2 + sl, 1u) + 1) % kNQ == 0;
+            __threadfence();
+          }
+          __syncthreads();
+          if (last) {  // the slice's last task: residual + the partials in head order, rounded as the linear rounds
+            const __nv_bfloat16* x = p.x + (g & 1) * kH;
+            __nv_bfloat16* xn = p.x + ((g + 1) & 1) * kH;
+            for (int r = sl * kRows + threadIdx.x; r < (sl + 1) * kRows; r += kThreads) {
+              float parts_r[kNQ];
+#pragma unroll
+              for (int q = 0; q < kNQ; ++q) parts_r[q] = __ldcg(p.parts + static_cast<size_t>(q) * kH + r);
+              float d = 0.0f;
+#pragma unroll
+              for (int q = 0; q < kNQ; ++q) d += parts_r[q];
+              xn[r] = __float2bfloat16_rn(__bfloat162float(__ldcg(x + r)) + round_bf16(d));
+            }
+          }
+        }
         release(c_o);
       }
     }
@@ -309,7 +344,9 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
   CHECK(cudaMalloc(&x, 2 * kH * 2));
   CHECK(cudaMalloc(&attn, kK * 2));
   CHECK(cudaMalloc(&acc, 3 * kH * 4));
-  CHECK(cudaMalloc(&counters, 2 * sizeof(unsigned)));
+  CHECK(cudaMalloc(&counters, (2 + kS) * sizeof(unsigned)));
+  float* parts;
+  CHECK(cudaMalloc(&parts, static_cast<size_t>(kNQ) * kH * 4));
   fill_bf16<<<1024, 256>>>(wo, wo_elems, 1.0f / std::sqrt(static_cast<float>(kK)), 1u);
   fill_bf16<<<1024, 256>>>(k, kv_elems, 1.0f, 2u);
   fill_bf16<<<1024, 256>>>(v, kv_elems, 1.0f, 3u);
@@ -326,11 +363,12 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
   for (int mode = 0; mode < kModes; ++mode) {
     void (*kern)(Params) = mode == kTwoOp        ? attn_o_chain<kTwoOp, kH, kNQ, kNKV, kD, kS>
                            : mode == kTwoOpHeads ? attn_o_chain<kTwoOpHeads, kH, kNQ, kNKV, kD, kS>
-                           : mode == kFused ? attn_o_chain<kFused, kH, kNQ, kNKV, kD, kS>
-                                            : attn_o_chain<kFusedNoAdds, kH, kNQ, kNKV, kD, kS>;
+                           : mode == kFused      ? attn_o_chain<kFused, kH, kNQ, kNKV, kD, kS>
+                           : mode == kFusedNoAdds ? attn_o_chain<kFusedNoAdds, kH, kNQ, kNKV, kD, kS>
+                                                  : attn_o_chain<kFusedOrdered, kH, kNQ, kNKV, kD, kS>;
     const size_t smem = smem_bytes<kH, kNQ, kNKV, kD, kS>(mode, t, sms);
     CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    Params p{wo, k, v, layers, steps, t, x, attn, acc, counters};
+    Params p{wo, k, v, layers, steps, t, x, attn, acc, parts, counters};
     std::vector<float> ms;
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
@@ -340,7 +378,7 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
       CHECK(cudaMemcpy(x, x0.data(), kH * 2, cudaMemcpyHostToDevice));
       CHECK(cudaMemcpy(acc, a0.data(), kH * 4, cudaMemcpyHostToDevice));
       CHECK(cudaMemset(acc + kH, 0, 2 * kH * 4));
-      CHECK(cudaMemset(counters, 0, 2 * sizeof(unsigned)));
+      CHECK(cudaMemset(counters, 0, (2 + kS) * sizeof(unsigned)));
       CHECK(cudaEventRecord(e0));
       kern<<<sms, kThreads, smem>>>(p);
       CHECK(cudaEventRecord(e1));
@@ -351,7 +389,7 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
       if (r > 0) ms.push_back(m);
     }
     // The last residual row: x of the last layer's parity (two-op), the accumulator after steps * layers (fused).
-    if (mode == kTwoOp || mode == kTwoOpHeads) {
+    if (mode == kTwoOp || mode == kTwoOpHeads || mode == kFusedOrdered) {
       __nv_bfloat16 h;
       CHECK(cudaMemcpy(&h, x + ((steps * layers) & 1) * kH, 2, cudaMemcpyDeviceToHost));
       check = __bfloat162float(h);
@@ -375,6 +413,7 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
   CHECK(cudaFree(attn));
   CHECK(cudaFree(acc));
   CHECK(cudaFree(counters));
+  CHECK(cudaFree(parts));
 }
 
 }  // namespace
@@ -383,8 +422,8 @@ int main() {
   const int sms = print_device();
   const double tbs = copy_bandwidth_tbs();
   std::printf("copy bandwidth %.3f TB/s; µs per layer (attention -> o + residual), 8 steps a launch, median of 6 launches\n\n", tbs);
-  std::printf("| shape | Wo floor | %s | %s | %s (against a task per q head) | %s |\n|---|---|---|---|---|---|\n",
-              kModeNames[0], kModeNames[1], kModeNames[2], kModeNames[3]);
+  std::printf("| shape | Wo floor | %s | %s | %s (against a task per q head) | %s | %s |\n|---|---|---|---|---|---|---|\n",
+              kModeNames[0], kModeNames[1], kModeNames[2], kModeNames[3], kModeNames[4]);
   // Llama-3.2-1B: H 2048, 32 q heads of 64, 8 kv heads; Qwen3-0.6B: H 1024, 16 q heads of 128, 8 kv heads.
   for (int t : {160, 512}) run_shape<2048, 32, 8, 64, 4>("Llama-3.2-1B", 16, t, sms, tbs);
   for (int t : {160, 256}) run_shape<1024, 16, 8, 128, 8>("Qwen3-0.6B", 28, t, sms, tbs);
