@@ -18,6 +18,11 @@
 //           what the adds cost). "fused, ordered sums" is the deterministic form: each task stores its partial rows
 //           into a scratch [NQ][H] and takes a ticket of its slice; the slice's last task adds the residual and the NQ
 //           partials in head order and stores the next residual row (bf16, as the o linear does) before releasing.
+//   fused per kv head, ordered sums  the fused form with the product's attention tasks: 128 tasks, task (g, s) the
+//           attention of kv head g's G q heads (as the two-op form's attention task) and then its G * D columns of Wo
+//           for slice s of 128 / NKV slices of the rows; the partials of the NKV kv heads added in order by the slice's
+//           last task. Every slice's tasks repeat the same attention (K/V from L2), so this one prices the boundary
+//           against the two-op form itself.
 // The attention here is the arithmetic alone (scores, softmax, weighted sum): no rope, head norms or cache append, so
 // every form carries less attention latency than the product; what differs between the fused form and the two-op
 // form with a task per q head is the boundary and where o runs. Every wait has a watchdog (trap after 2 s). Time per layer = a launch's time over steps x layers (CUDA
@@ -39,10 +44,11 @@ namespace {
 constexpr int kThreads = kMicroThreads;
 constexpr int kWarps = kThreads / 32;
 constexpr unsigned long long kWatchdogNs = 2000000000ull;
-enum Mode { kTwoOp = 0, kTwoOpHeads = 1, kFused = 2, kFusedNoAdds = 3, kFusedOrdered = 4 };
-constexpr int kModes = 5;
-const char* const kModeNames[kModes] = {"two-op", "two-op, a task per q head", "fused", "fused, no adds",
-                                        "fused, ordered sums"};
+enum Mode { kTwoOp = 0, kTwoOpHeads = 1, kFused = 2, kFusedNoAdds = 3, kFusedOrdered = 4, kFusedKv = 5 };
+constexpr int kModes = 6;
+const char* const kModeNames[kModes] = {"two-op",         "two-op, a task per q head", "fused",
+                                        "fused, no adds", "fused, ordered sums",       "fused per kv head, ordered sums"};
+constexpr int kMaxSlices = 32;  // tickets: one per slice
 
 struct Params {
   const __nv_bfloat16* wo;  // per layer [H, NQ * D]
@@ -164,7 +170,7 @@ __device__ void attend(const float* qs, const __nv_bfloat16* ks, const __nv_bflo
 template <int kMode, int kH, int kNQ, int kNKV, int kD, int kS>
 __global__ void __launch_bounds__(kThreads, 1) attn_o_chain(Params p) {
   extern __shared__ __align__(16) char smem[];
-  constexpr int kG = kNQ / kNKV, kK = kNQ * kD, kRows = kH / kS;
+  constexpr int kG = kNQ / kNKV, kK = kNQ * kD, kS2 = 128 / kNKV;
   const int t = p.t, blocks = gridDim.x, b = blockIdx.x;
   const size_t wo_elems = static_cast<size_t>(kH) * kK, kv_elems = static_cast<size_t>(kNKV) * t * kD;
   // Shared memory: K, V [T][D] bf16 each; q [G][D], out [G][D], part [256], scores [G][T] floats; the Wo slice.
@@ -226,39 +232,44 @@ __global__ void __launch_bounds__(kThreads, 1) attn_o_chain(Params p) {
         }
         release(c_o);
       } else {
-        constexpr int tasks = kNQ * kS, stride = kD * 2 + 16;
+        // A task per (q head, slice of kS) or, per kv head, per (kv head, slice of kS2): its heads' attention, then
+        // its columns of Wo for the slice's rows.
+        constexpr bool kv = kMode == kFusedKv;
+        constexpr bool ordered = kMode == kFusedOrdered || kv;
+        constexpr int gq = kv ? kG : 1, slices = kv ? kS2 : kS, rows = kH / slices, parts = kv ? kNKV : kNQ;
+        constexpr int tasks = parts * slices, cols = gq * kD, stride = cols * 2 + 16;
         if (b >= tasks) continue;
-        const int h = b / kS, sl = b % kS, kvh = h / kG;
+        const int h = b / slices, sl = b % slices, kvh = kv ? h : h / kG;
         request_rows(reinterpret_cast<char*>(ks), kD * 2, reinterpret_cast<const char*>(kc + kvh * t * kD), kD * 2, t, kD * 2);
         request_rows(reinterpret_cast<char*>(vs), kD * 2, reinterpret_cast<const char*>(vc + kvh * t * kD), kD * 2, t, kD * 2);
-        request_rows(wos, stride, reinterpret_cast<const char*>(wo + static_cast<size_t>(sl) * kRows * kK + h * kD),
-                     kK * 2LL, kRows, kD * 2);
+        request_rows(wos, stride, reinterpret_cast<const char*>(wo + static_cast<size_t>(sl) * rows * kK + h * cols),
+                     kK * 2LL, rows, cols * 2);
         commit();
         wait_for(c_o, static_cast<unsigned>(g) * tasks);
         const float* acc = p.acc + (g % 3) * kH;
         float* next = p.acc + ((g + 1) % 3) * kH;
         float* ahead = p.acc + ((g + 2) % 3) * kH;
-        {
+        if (!ordered) {
           int z0, z1;
           share(kH, b, tasks, z0, z1);
           for (int i = z0 + threadIdx.x; i < z1; i += kThreads) ahead[i] = 0.0f;
         }
-        if (kMode == kFusedOrdered) {
+        if (ordered) {
           const __nv_bfloat16* x = p.x + (g & 1) * kH;
-          for (int i = threadIdx.x; i < kD; i += kThreads) qs[i] = __bfloat162float(__ldcg(x + (h * kD + i) % kH));
+          for (int i = threadIdx.x; i < cols; i += kThreads) qs[i] = __bfloat162float(__ldcg(x + (h * cols + i) % kH));
         } else {
-          for (int i = threadIdx.x; i < kD; i += kThreads) qs[i] = round_bf16(__ldcg(acc + (h * kD + i) % kH));
+          for (int i = threadIdx.x; i < cols; i += kThreads) qs[i] = round_bf16(__ldcg(acc + (h * cols + i) % kH));
         }
         land();
-        attend<kD>(qs, ks, vs, t, 1, sc, part, out);
-        // The partial rows of slice sl: thread r takes rows r, r + 256, ... (16-byte units of a padded row: no bank
-        // conflicts), into shared memory, then 4-row groups are added into the next accumulator.
-        float* prow = sc;  // the scores are spent
-        for (int r = threadIdx.x; r < kRows; r += kThreads) {
+        attend<kD>(qs, ks, vs, t, gq, sc, part, out);
+        // The partial rows of the slice: thread r takes rows r, r + 256, ... (16-byte units of a padded row: no bank
+        // conflicts), into shared memory (the scores are spent).
+        float* prow = sc;
+        for (int r = threadIdx.x; r < rows; r += kThreads) {
           const char* row = wos + r * stride;
           float d = 0.0f;
-#pragma unroll
-          for (int u = 0; u < kD / 8; ++u) {
+#pragma unroll 8
+          for (int u = 0; u < cols / 8; ++u) {
             const uint4 w = *reinterpret_cast<const uint4*>(row + u * 16);
             const float* oo = out + u * 8;
             d += bf_lo(w.x) * oo[0] + bf_hi(w.x) * oo[1] + bf_lo(w.y) * oo[2] + bf_hi(w.y) * oo[3] + bf_lo(w.z) * oo[4] +
@@ -267,37 +278,37 @@ __global__ void __launch_bounds__(kThreads, 1) attn_o_chain(Params p) {
           prow[r] = d;
         }
         __syncthreads();
-        if (kMode == kFused)
-          for (int j = threadIdx.x; j < kRows / 4; j += kThreads) {
+        if (kMode == kFused)  // 4-row groups added into the next accumulator; head 0's tasks add the residual
+          for (int j = threadIdx.x; j < rows / 4; j += kThreads) {
             float4 v = *reinterpret_cast<const float4*>(prow + 4 * j);
             if (h == 0) {
-              const float4 a = __ldcg(reinterpret_cast<const float4*>(acc + sl * kRows + 4 * j));
+              const float4 a = __ldcg(reinterpret_cast<const float4*>(acc + sl * rows + 4 * j));
               v.x += a.x, v.y += a.y, v.z += a.z, v.w += a.w;
             }
-            red_add_v4(next + sl * kRows + 4 * j, v);
+            red_add_v4(next + sl * rows + 4 * j, v);
           }
-        if (kMode == kFusedOrdered) {
-          float* mine = p.parts + static_cast<size_t>(h) * kH + sl * kRows;
-          for (int j = threadIdx.x; j < kRows / 4; j += kThreads)
+        if (ordered) {
+          float* mine = p.parts + static_cast<size_t>(h) * kH + sl * rows;
+          for (int j = threadIdx.x; j < rows / 4; j += kThreads)
             __stcg(reinterpret_cast<float4*>(mine + 4 * j), *reinterpret_cast<const float4*>(prow + 4 * j));
           __syncthreads();
           __shared__ unsigned last;
           if (threadIdx.x == 0) {
             __threadfence();
-            last = (atomicAdd(p.counters + 2 + sl, 1u) + 1) % kNQ == 0;
+            last = (atomicAdd(p.counters + 2 + sl, 1u) + 1) % parts == 0;
             __threadfence();
           }
           __syncthreads();
-          if (last) {  // the slice's last task: residual + the partials in head order, rounded as the linear rounds
+          if (last) {  // the slice's last task: residual + the partials in order, rounded as the linear rounds
             const __nv_bfloat16* x = p.x + (g & 1) * kH;
             __nv_bfloat16* xn = p.x + ((g + 1) & 1) * kH;
-            for (int r = sl * kRows + threadIdx.x; r < (sl + 1) * kRows; r += kThreads) {
-              float parts_r[kNQ];
+            for (int r = sl * rows + threadIdx.x; r < (sl + 1) * rows; r += kThreads) {
+              float parts_r[parts];
 #pragma unroll
-              for (int q = 0; q < kNQ; ++q) parts_r[q] = __ldcg(p.parts + static_cast<size_t>(q) * kH + r);
+              for (int q = 0; q < parts; ++q) parts_r[q] = __ldcg(p.parts + static_cast<size_t>(q) * kH + r);
               float d = 0.0f;
 #pragma unroll
-              for (int q = 0; q < kNQ; ++q) d += parts_r[q];
+              for (int q = 0; q < parts; ++q) d += parts_r[q];
               xn[r] = __float2bfloat16_rn(__bfloat162float(__ldcg(x + r)) + round_bf16(d));
             }
           }
@@ -322,14 +333,17 @@ size_t smem_bytes(int mode, int t, int blocks) {
   constexpr int kG = kNQ / kNKV, kK = kNQ * kD;
   const size_t base = 2ull * t * kD * 2 + (2 * kG * kD + 256 + static_cast<size_t>(kG) * t) * 4;
   if (mode == kTwoOp || mode == kTwoOpHeads) return base + static_cast<size_t>((kH + blocks - 1) / blocks) * (kK * 2 + 16) + kK * 4;
+  if (mode == kFusedKv) return base + static_cast<size_t>(kH / (128 / kNKV)) * (kG * kD * 2 + 16);
   return base + static_cast<size_t>(kH / kS) * (kD * 2 + 16);
 }
 
 template <int kH, int kNQ, int kNKV, int kD, int kS>
 void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
   constexpr int kK = kNQ * kD;
-  static_assert(kH % (4 * kS) == 0 && kNQ * kS <= 132, "slices of whole 4-row groups, one task per SM");
-  if (kNQ / kNKV * t < kH / kS) {  // the fused form's partial rows reuse the scores' floats
+  constexpr int kS2 = 128 / kNKV;  // the per-kv-head form's slices
+  static_assert(kH % (4 * kS) == 0 && kNQ * kS <= 132 && kH % (4 * kS2) == 0 && kS <= kMaxSlices && kS2 <= kMaxSlices,
+                "slices of whole 4-row groups, one task per SM");
+  if (kNQ / kNKV * t < kH / kS) {  // the fused forms' partial rows reuse the scores' floats
     std::fprintf(stderr, "%s: T %d too short for %d rows a slice\n", name, t, kH / kS);
     std::exit(1);
   }
@@ -344,7 +358,7 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
   CHECK(cudaMalloc(&x, 2 * kH * 2));
   CHECK(cudaMalloc(&attn, kK * 2));
   CHECK(cudaMalloc(&acc, 3 * kH * 4));
-  CHECK(cudaMalloc(&counters, (2 + kS) * sizeof(unsigned)));
+  CHECK(cudaMalloc(&counters, (2 + kMaxSlices) * sizeof(unsigned)));
   float* parts;
   CHECK(cudaMalloc(&parts, static_cast<size_t>(kNQ) * kH * 4));
   fill_bf16<<<1024, 256>>>(wo, wo_elems, 1.0f / std::sqrt(static_cast<float>(kK)), 1u);
@@ -359,13 +373,14 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
     a0[i] = __bfloat162float(x0[i]);
   }
   std::printf("| %s, T %d | %.2f |", name, t, wo_elems / layers * 2 / (copy_tbs * 1e6));
-  float base = 0.0f;
+  float base = 0.0f, base_kv = 0.0f;
   for (int mode = 0; mode < kModes; ++mode) {
     void (*kern)(Params) = mode == kTwoOp        ? attn_o_chain<kTwoOp, kH, kNQ, kNKV, kD, kS>
                            : mode == kTwoOpHeads ? attn_o_chain<kTwoOpHeads, kH, kNQ, kNKV, kD, kS>
                            : mode == kFused      ? attn_o_chain<kFused, kH, kNQ, kNKV, kD, kS>
                            : mode == kFusedNoAdds ? attn_o_chain<kFusedNoAdds, kH, kNQ, kNKV, kD, kS>
-                                                  : attn_o_chain<kFusedOrdered, kH, kNQ, kNKV, kD, kS>;
+                           : mode == kFusedOrdered ? attn_o_chain<kFusedOrdered, kH, kNQ, kNKV, kD, kS>
+                                                   : attn_o_chain<kFusedKv, kH, kNQ, kNKV, kD, kS>;
     const size_t smem = smem_bytes<kH, kNQ, kNKV, kD, kS>(mode, t, sms);
     CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     Params p{wo, k, v, layers, steps, t, x, attn, acc, parts, counters};
@@ -378,7 +393,7 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
       CHECK(cudaMemcpy(x, x0.data(), kH * 2, cudaMemcpyHostToDevice));
       CHECK(cudaMemcpy(acc, a0.data(), kH * 4, cudaMemcpyHostToDevice));
       CHECK(cudaMemset(acc + kH, 0, 2 * kH * 4));
-      CHECK(cudaMemset(counters, 0, (2 + kS) * sizeof(unsigned)));
+      CHECK(cudaMemset(counters, 0, (2 + kMaxSlices) * sizeof(unsigned)));
       CHECK(cudaEventRecord(e0));
       kern<<<sms, kThreads, smem>>>(p);
       CHECK(cudaEventRecord(e1));
@@ -389,7 +404,7 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
       if (r > 0) ms.push_back(m);
     }
     // The last residual row: x of the last layer's parity (two-op), the accumulator after steps * layers (fused).
-    if (mode == kTwoOp || mode == kTwoOpHeads || mode == kFusedOrdered) {
+    if (mode == kTwoOp || mode == kTwoOpHeads || mode == kFusedOrdered || mode == kFusedKv) {
       __nv_bfloat16 h;
       CHECK(cudaMemcpy(&h, x + ((steps * layers) & 1) * kH, 2, cudaMemcpyDeviceToHost));
       check = __bfloat162float(h);
@@ -398,9 +413,11 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
     }
     const float us = median(ms) * 1000.0f / (steps * layers);
     // Against the two-op form with the same attention tasks (a task per q head): what the boundary and o cost.
+    // Each fused form against the two-op form with the same attention tasks: a task per q head, or per kv head.
+    if (mode == kTwoOp) base_kv = us;
     if (mode == kTwoOpHeads) base = us;
     std::printf(" %.2f", us);
-    if (mode >= kFused) std::printf(" (%+.1f%%)", 100.0f * (us - base) / base);
+    if (mode >= kFused) std::printf(" (%+.1f%%)", 100.0f * (us - (mode == kFusedKv ? base_kv : base)) / (mode == kFusedKv ? base_kv : base));
     std::printf(" [x0 %.3f] |", check);
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));
@@ -422,8 +439,9 @@ int main() {
   const int sms = print_device();
   const double tbs = copy_bandwidth_tbs();
   std::printf("copy bandwidth %.3f TB/s; µs per layer (attention -> o + residual), 8 steps a launch, median of 6 launches\n\n", tbs);
-  std::printf("| shape | Wo floor | %s | %s | %s (against a task per q head) | %s | %s |\n|---|---|---|---|---|---|---|\n",
-              kModeNames[0], kModeNames[1], kModeNames[2], kModeNames[3], kModeNames[4]);
+  std::printf("| shape | Wo floor | %s | %s | %s (against a task per q head) | %s | %s | %s (against two-op) |\n"
+              "|---|---|---|---|---|---|---|---|\n",
+              kModeNames[0], kModeNames[1], kModeNames[2], kModeNames[3], kModeNames[4], kModeNames[5]);
   // Llama-3.2-1B: H 2048, 32 q heads of 64, 8 kv heads; Qwen3-0.6B: H 1024, 16 q heads of 128, 8 kv heads.
   for (int t : {160, 512}) run_shape<2048, 32, 8, 64, 4>("Llama-3.2-1B", 16, t, sms, tbs);
   for (int t : {160, 256}) run_shape<1024, 16, 8, 128, 8>("Qwen3-0.6B", 28, t, sms, tbs);
