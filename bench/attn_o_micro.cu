@@ -24,9 +24,9 @@
 //           last task. Every slice's tasks repeat the same attention (K/V from L2), so this one prices the boundary
 //           against the two-op form itself.
 // The attention here is the arithmetic alone (scores, softmax, weighted sum): no rope, head norms or cache append, so
-// every form carries less attention latency than the product; what differs between the fused form and the two-op
-// form with a task per q head is the boundary and where o runs. Every wait has a watchdog (trap after 2 s). Time per layer = a launch's time over steps x layers (CUDA
-// events, median of the launches after the first).
+// every form carries less attention latency than the product; what differs between a fused form and the two-op
+// form with the same attention tasks is the boundary and where o runs. Every wait has a watchdog (trap after 2 s).
+// Time per layer = a launch's time over steps x layers (CUDA events, median of the launches after the first).
 //
 // Build and run on the GPU machine (sm_90):
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o attn_o_micro bench/attn_o_micro.cu && ./attn_o_micro
@@ -412,12 +412,13 @@ void run_shape(const char* name, int layers, int t, int sms, double copy_tbs) {
       CHECK(cudaMemcpy(&check, acc + ((steps * layers) % 3) * kH, 4, cudaMemcpyDeviceToHost));
     }
     const float us = median(ms) * 1000.0f / (steps * layers);
-    // Against the two-op form with the same attention tasks (a task per q head): what the boundary and o cost.
-    // Each fused form against the two-op form with the same attention tasks: a task per q head, or per kv head.
+    // Each fused form against the two-op form with the same attention tasks (a task per q head, or per kv head):
+    // what the boundary and o cost.
     if (mode == kTwoOp) base_kv = us;
     if (mode == kTwoOpHeads) base = us;
     std::printf(" %.2f", us);
-    if (mode >= kFused) std::printf(" (%+.1f%%)", 100.0f * (us - (mode == kFusedKv ? base_kv : base)) / (mode == kFusedKv ? base_kv : base));
+    const float ref = mode == kFusedKv ? base_kv : base;
+    if (mode >= kFused) std::printf(" (%+.1f%%)", 100.0f * (us - ref) / ref);
     std::printf(" [x0 %.3f] |", check);
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));
