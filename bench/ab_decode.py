@@ -16,7 +16,8 @@ own kernel cache.
 
 Prints one row per (model, mode, variant): the medians of every repetition and their median; then, per model,
 whether every run generated the same first 16 tokens (a variant that changes no arithmetic must; one that does may
-part at a near tie of the random weights). --trace also writes a WEFT_TRACE of each variant (32 steps, step mode or --trace-mode)
+part at a near tie of the random weights). A variant whose run fails is named with its error and dropped for that
+model; the others go on, and the exit status is 1. --trace also writes a WEFT_TRACE of each variant (32 steps, step mode or --trace-mode)
 and prints bench/trace_summary.py's tables for it (with --spread).
 """
 import argparse
@@ -58,7 +59,8 @@ def run_generate(build, model, ids, args, mode, steps, tune, cache, devlib, extr
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     m = re.search(r"median ([0-9.]+) ms", p.stdout)
     if p.returncode != 0 or not m:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {(p.stderr or p.stdout)[-400:]}")
+        shown = " ".join(c if not c.count(",") > 8 else "<ids>" for c in cmd)  # not the prompt's ids
+        raise RuntimeError(f"{shown} failed ({p.returncode}): {(p.stderr or p.stdout)[-400:]}")
     tokens = re.search(r"^row 0:(.*)$", p.stdout, re.M)
     return float(m.group(1)), (tokens.group(1).split()[:16] if tokens else [])
 
@@ -101,6 +103,7 @@ def main():
     ids = ",".join(str(random.randrange(1, 30000)) for _ in range(args.prompt_len))
     first = variants[0]["build"]
     results = []
+    failed = {}  # (model, label) -> why: a variant that fails (a build refusing a shape, say) leaves the others running
     for model in args.models.split(","):
         folder = os.path.join(work, model)
         if not os.path.isdir(folder):
@@ -109,21 +112,36 @@ def main():
         for rep in range(args.reps):
             for mode in args.modes.split(","):
                 for v in variants:
-                    ms, tokens = run_generate(v["build"], folder, ids, args, mode, args.steps, v["tune"], v["cache"],
-                                              v["devlib"], v["env"])
+                    if (model, v["label"]) in failed:
+                        continue
+                    try:
+                        ms, tokens = run_generate(v["build"], folder, ids, args, mode, args.steps, v["tune"], v["cache"],
+                                                  v["devlib"], v["env"])
+                    except (RuntimeError, subprocess.TimeoutExpired) as e:
+                        failed[(model, v["label"])] = str(e)
+                        print(f"{model} {mode} {v['label']} rep {rep}: FAILED, dropped for this model: {e}", flush=True)
+                        continue
                     results.append(dict(model=model, mode=mode, variant=v["label"], tune=v["tune"], rep=rep, ms=ms,
                                         tokens=tokens))
                     print(f"{model} {mode} {v['label']} rep {rep}: {ms:.4f} ms", flush=True)
         if args.trace:
             for v in variants:
+                if (model, v["label"]) in failed:
+                    continue
                 path = os.path.join(work, f"trace_{model}_{v['label']}.json")
-                run_generate(v["build"], folder, ids, args, args.trace_mode, 32, v["tune"], v["cache"], v["devlib"], v["env"],
-                             trace=path)
+                try:
+                    run_generate(v["build"], folder, ids, args, args.trace_mode, 32, v["tune"], v["cache"], v["devlib"],
+                                 v["env"], trace=path)
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    failed[(model, v["label"])] = str(e)
+                    print(f"\n== trace: {model}, {v['label']}: FAILED: {e}", flush=True)
+                    continue
                 print(f"\n== trace: {model}, {v['label']} ==", flush=True)
                 subprocess.run([sys.executable, os.path.join(HERE, "trace_summary.py"), path, "--spread"])
     if args.out:
         with open(args.out, "w") as f:
-            json.dump(dict(variants=variants, results=results), f, indent=1)
+            json.dump(dict(variants=variants, results=results,
+                           failed=[dict(model=m, variant=l, error=e) for (m, l), e in failed.items()]), f, indent=1)
     print(f"\n{'model':14} {'mode':5} {'variant':16} {'median ms':>10}  per repetition")
     for model in args.models.split(","):
         for mode in args.modes.split(","):
@@ -135,6 +153,10 @@ def main():
                       + " ".join(f"{x:.4f}" for x in ms))
     for line in token_agreement(results):
         print(line)
+    for (model, label), why in failed.items():
+        print(f"{model}: {label} failed: {why}")
+    if failed:
+        sys.exit(1)
 
 
 def token_agreement(results):
