@@ -59,8 +59,9 @@ def run_generate(build, model, ids, args, mode, steps, tune, cache, devlib, extr
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     m = re.search(r"median ([0-9.]+) ms", p.stdout)
     if p.returncode != 0 or not m:
-        shown = " ".join(c if not c.count(",") > 8 else "<ids>" for c in cmd)  # not the prompt's ids
-        raise RuntimeError(f"{shown} failed ({p.returncode}): {(p.stderr or p.stdout)[-400:]}")
+        shown = cmd[:]
+        shown[shown.index("--prompt-ids") + 1] = "<ids>"  # not the prompt's ids
+        raise RuntimeError(f"{' '.join(shown)} failed ({p.returncode}): {(p.stderr or p.stdout)[-400:]}")
     tokens = re.search(r"^row 0:(.*)$", p.stdout, re.M)
     return float(m.group(1)), (tokens.group(1).split()[:16] if tokens else [])
 
@@ -104,6 +105,17 @@ def main():
     first = variants[0]["build"]
     results = []
     failed = {}  # (model, label) -> why: a variant that fails (a build refusing a shape, say) leaves the others running
+
+    def attempt(model, folder, v, what, *run_args, **run_kw):
+        """run_generate for variant v, or None where it fails (then v is dropped for this model)."""
+        try:
+            return run_generate(v["build"], folder, ids, args, *run_args, v["tune"], v["cache"],
+                                v["devlib"], v["env"], **run_kw)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            failed[(model, v["label"])] = str(e)
+            print(f"{model} {v['label']} {what}: FAILED, dropped for this model: {e}", flush=True)
+            return None
+
     for model in args.models.split(","):
         folder = os.path.join(work, model)
         if not os.path.isdir(folder):
@@ -114,13 +126,10 @@ def main():
                 for v in variants:
                     if (model, v["label"]) in failed:
                         continue
-                    try:
-                        ms, tokens = run_generate(v["build"], folder, ids, args, mode, args.steps, v["tune"], v["cache"],
-                                                  v["devlib"], v["env"])
-                    except (RuntimeError, subprocess.TimeoutExpired) as e:
-                        failed[(model, v["label"])] = str(e)
-                        print(f"{model} {mode} {v['label']} rep {rep}: FAILED, dropped for this model: {e}", flush=True)
+                    run = attempt(model, folder, v, f"{mode} rep {rep}", mode, args.steps)
+                    if run is None:
                         continue
+                    ms, tokens = run
                     results.append(dict(model=model, mode=mode, variant=v["label"], tune=v["tune"], rep=rep, ms=ms,
                                         tokens=tokens))
                     print(f"{model} {mode} {v['label']} rep {rep}: {ms:.4f} ms", flush=True)
@@ -129,12 +138,7 @@ def main():
                 if (model, v["label"]) in failed:
                     continue
                 path = os.path.join(work, f"trace_{model}_{v['label']}.json")
-                try:
-                    run_generate(v["build"], folder, ids, args, args.trace_mode, 32, v["tune"], v["cache"], v["devlib"],
-                                 v["env"], trace=path)
-                except (RuntimeError, subprocess.TimeoutExpired) as e:
-                    failed[(model, v["label"])] = str(e)
-                    print(f"\n== trace: {model}, {v['label']}: FAILED: {e}", flush=True)
+                if attempt(model, folder, v, "trace", args.trace_mode, 32, trace=path) is None:
                     continue
                 print(f"\n== trace: {model}, {v['label']} ==", flush=True)
                 subprocess.run([sys.executable, os.path.join(HERE, "trace_summary.py"), path, "--spread"])
